@@ -1,0 +1,164 @@
+"""The `xlacs` command: serve, compile, run, ops, check."""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import sys
+
+import grpc
+import numpy as np
+
+from xlacs import dtypes
+from xlacs.client import Client
+
+DEFAULT_SERVER = "localhost:50051"
+
+
+def parse_feed(text: str) -> tuple[str, tuple]:
+    """NAME=DTYPE[d0,d1,...], e.g. x:0=float32[1,224,224,3] (DTYPE[] is a scalar)."""
+    name, sep, spec = text.rpartition("=")
+    match = re.fullmatch(r"\s*([A-Za-z0-9_]+)\s*\[([0-9,\s]*)\]\s*", spec)
+    if not sep or not name or not match:
+        raise argparse.ArgumentTypeError(f"--feed {text!r} is not NAME=DTYPE[d0,d1,...]")
+    dtype = dtypes.to_numpy(dtypes.parse(match.group(1)))
+    shape = tuple(int(d) for d in match.group(2).replace(" ", "").split(",") if d)
+    return name, (dtype, shape)
+
+
+def parse_input(text: str) -> tuple[str, str]:
+    name, sep, path = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"--input {text!r} is not NAME=FILE.npy")
+    return name, path
+
+
+def _compile(args, client: Client, feeds: dict):
+    if not feeds:
+        sys.exit("error: give each feed with --feed NAME=DTYPE[d0,...] (or --input NAME=FILE.npy for run)")
+    return client.compile(args.graph, feeds, args.fetch, device=args.device,
+                          name=args.name or pathlib.Path(args.graph).stem)
+
+
+def _compile_record(executable) -> dict:
+    return {"executable_id": executable.id, "cache": executable.cache,
+            "stage_ms": {k: round(v, 3) for k, v in executable.stage_ms.items()},
+            "inputs": executable.input_names, "outputs": executable.output_names}
+
+
+def cmd_compile(args, client: Client) -> dict:
+    executable = _compile(args, client, dict(args.feed))
+    record = _compile_record(executable)
+    if not args.json:
+        print(f"{executable.id}  cache={executable.cache}  " +
+              "  ".join(f"{k}={v:.1f}ms" for k, v in executable.stage_ms.items()))
+    return record
+
+
+def cmd_run(args, client: Client) -> dict:
+    inputs = {name: np.load(path, allow_pickle=False) for name, path in args.input}
+    feeds = {name: (a.dtype, a.shape) for name, a in inputs.items()}
+    feeds.update(dict(args.feed))
+    executable = _compile(args, client, feeds)
+    outputs = executable.execute(inputs)
+    out_dir = pathlib.Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, array in zip(executable.output_names, outputs):
+        path = out_dir / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".npy")
+        np.save(path, array)
+        written[name] = str(path)
+        if not args.json:
+            print(f"{name}: {array.dtype}{list(array.shape)} -> {path}")
+    return {**_compile_record(executable), "outputs": written}
+
+
+def cmd_ops(args, client: Client) -> dict:
+    ops = client.ops()
+    if not args.json:
+        for op in ops:
+            extra = f"  const inputs: {','.join(op.constant_inputs)}" if op.constant_inputs else ""
+            print(f"{op.op:36s} {','.join(op.devices):8s} {','.join(op.dtypes) or 'any'}{extra}")
+        print(f"{len(ops)} ops")
+    return {"ops": [{"op": o.op, "dtypes": list(o.dtypes), "devices": list(o.devices),
+                     "constant_inputs": list(o.constant_inputs), "attrs": list(o.attrs)} for o in ops]}
+
+
+def cmd_check(args, client: Client) -> dict:
+    report = client.check(args.graph, device=args.device)
+    unsupported = {u.op: list(u.nodes) for u in report.unsupported}
+    if not args.json:
+        for op, count in sorted(report.op_histogram.items(), key=lambda kv: (-kv[1], kv[0])):
+            print(f"{count:8d}  {op}{'   UNSUPPORTED' if op in unsupported else ''}")
+        for op, nodes in unsupported.items():
+            print(f"unsupported: {op}: {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
+        print(f"{report.node_count} nodes, {len(unsupported)} unsupported op type(s)")
+    return {"node_count": report.node_count, "op_histogram": dict(report.op_histogram),
+            "unsupported": unsupported, "exit_code": 3 if unsupported else 0}
+
+
+def cmd_serve(args) -> None:
+    from xlacs_server.main import serve
+    serve(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="xlacs", description="XLA compilation service for TensorFlow graphs")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def client_command(name, help):
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--server", default=DEFAULT_SERVER, help="daemon address HOST:PORT")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument("--timeout", type=float, default=None, help="RPC deadline in seconds")
+        return p
+
+    serve = sub.add_parser("serve", help="start the daemon (flags override XLACS_* environment variables)")
+    serve.add_argument("--server", default=None, help="HOST:PORT to listen on (default 0.0.0.0:50051)")
+    serve.add_argument("--http-port", type=int, default=None, help="dashboard port (default 8080)")
+    serve.add_argument("--devices", default=None, help="pin devices, e.g. cpu:0 or gpu:0,gpu:1")
+    serve.add_argument("--dump-graphs", default=None, help="write the graph after each pass to DIR as pbtxt")
+    serve.add_argument("--workers", type=int, default=None, help="concurrent RPC threads")
+
+    for name, help in (("compile", "compile a GraphDef"), ("run", "compile, execute and write .npy outputs")):
+        p = client_command(name, help)
+        p.add_argument("graph", help="a frozen GraphDef (.pb)")
+        p.add_argument("--feed", type=parse_feed, action="append", default=[], help="NAME=DTYPE[d0,d1,...]")
+        p.add_argument("--fetch", action="append", required=True, help="node:index to compute")
+        p.add_argument("--device", default="", help="cpu:0, gpu:1, ... (default: the server's first)")
+        p.add_argument("--name", default="", help="graph name (the executable id's prefix)")
+        if name == "run":
+            p.add_argument("--input", type=parse_input, action="append", default=[], help="NAME=FILE.npy")
+            p.add_argument("--out", required=True, help="directory for the outputs")
+    client_command("ops", "list the registered op lowerings")
+    p = client_command("check", "list a graph's ops and the unsupported ones, without compiling")
+    p.add_argument("graph")
+    p.add_argument("--device", default="")
+    return parser
+
+
+COMMANDS = {"compile": cmd_compile, "run": cmd_run, "ops": cmd_ops, "check": cmd_check}
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        cmd_serve(args)
+        return 0
+    try:
+        with Client(args.server, timeout=args.timeout) as client:
+            record = COMMANDS[args.command](args, client)
+    except grpc.RpcError as e:
+        if args.json:
+            print(json.dumps({"error": {"code": e.code().name, "message": e.details()}}))
+        else:
+            print(f"error: {e.code().name}: {e.details()}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(record))
+    return record.get("exit_code", 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The Python client of xlacs.v1.Compiler."""
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Iterable, Mapping, Sequence
+
+import grpc
+import numpy as np
+
+from xlacs import dtypes, tensors
+from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
+
+MAX_MESSAGE_BYTES = 2 * 1024 ** 3 - 1
+
+
+def graph_bytes(graph) -> bytes:
+    """A GraphDef given as a message (ours or TF's), serialized bytes, or a path to a .pb file."""
+    if isinstance(graph, (bytes, bytearray, memoryview)):
+        return bytes(graph)
+    if isinstance(graph, (str, os.PathLike)):
+        return pathlib.Path(graph).read_bytes()
+    if hasattr(graph, "SerializeToString"):
+        return graph.SerializeToString()
+    raise TypeError(f"graph must be a GraphDef, bytes or a path, not {type(graph).__name__}")
+
+
+def _dtype(dtype) -> int:
+    if hasattr(dtype, "as_numpy_dtype"):  # a tf.DType
+        dtype = dtype.as_numpy_dtype
+    return dtypes.parse(dtype) if isinstance(dtype, str) else dtypes.from_numpy(dtype)
+
+
+class Executable:
+    """A compiled graph on the server. Call it with numpy arrays in feed order, or a {feed: array} dict."""
+
+    def __init__(self, client: "Client", response: xlacs_pb2.CompileResponse):
+        self._client = client
+        self.id = response.executable_id
+        self.signature = response.signature
+        self.stage_ms = dict(response.stage_ms)
+        self.cache = response.cache
+        self.passes = list(response.passes)
+        self.input_names = [s.name for s in response.signature.inputs]
+        self.output_names = [s.name for s in response.signature.outputs]
+
+    def execute(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Outputs in fetch order."""
+        if not isinstance(inputs, Mapping):
+            inputs = dict(zip(self.input_names, inputs, strict=True))
+        request = xlacs_pb2.ExecuteRequest(
+            executable_id=self.id, inputs=[tensors.to_proto(name, a) for name, a in inputs.items()])
+        response = self._client.stub.Execute(request, timeout=self._client.timeout)
+        return [tensors.from_proto(t) for t in response.outputs]
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        return self.execute(arrays)
+
+
+class Client:
+    def __init__(self, target: str, *, timeout: float | None = None,
+                 credentials: grpc.ChannelCredentials | None = None):
+        options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+        self.channel = (grpc.secure_channel(target, credentials, options) if credentials
+                        else grpc.insecure_channel(target, options))
+        self.stub = xlacs_pb2_grpc.CompilerStub(self.channel)
+        self.timeout = timeout
+
+    def compile(self, graph, feeds: Mapping[str, tuple], fetches: Iterable[str], device: str = "",
+                name: str = "") -> Executable:
+        """feeds: {"x:0": (dtype, shape)}; dtype may be a numpy dtype, a name such as "float32", or a tf.DType."""
+        request = xlacs_pb2.CompileRequest(
+            graph_def=graph_bytes(graph), fetches=list(fetches), device=device, graph_name=name,
+            feeds=[xlacs_pb2.TensorSpec(name=n, dtype=_dtype(d), shape=list(s)) for n, (d, s) in feeds.items()])
+        return Executable(self, self.stub.Compile(request, timeout=self.timeout))
+
+    def compile_function(self, fn, *input_signature, device: str = "", name: str = "",
+                         lower_control_flow: bool = True) -> Executable:
+        """Freezes a tf.function for `input_signature` (tf.TensorSpecs) with TensorFlow, then compiles it."""
+        from xlacs.freeze import freeze
+        frozen = freeze(fn, *input_signature, lower_control_flow=lower_control_flow)
+        return self.compile(frozen.graph_def, frozen.feeds, frozen.fetches, device=device,
+                            name=name or getattr(fn, "__name__", ""))
+
+    def check(self, graph, device: str = "") -> xlacs_pb2.CheckGraphResponse:
+        return self.stub.CheckGraph(xlacs_pb2.CheckGraphRequest(graph_def=graph_bytes(graph), device=device),
+                                    timeout=self.timeout)
+
+    def ops(self) -> list[xlacs_pb2.OpLowering]:
+        return list(self.stub.ListOps(xlacs_pb2.ListOpsRequest(), timeout=self.timeout).ops)
+
+    def stats(self) -> xlacs_pb2.Stats:
+        return self.stub.GetStats(xlacs_pb2.GetStatsRequest(), timeout=self.timeout)
+
+    def executable_info(self, executable_id: str) -> xlacs_pb2.ExecutableInfo:
+        return self.stub.GetExecutable(xlacs_pb2.GetExecutableRequest(executable_id=executable_id),
+                                       timeout=self.timeout)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

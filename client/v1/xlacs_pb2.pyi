@@ -1,0 +1,255 @@
+from xlacs.v1 import tf_graph_pb2 as _tf_graph_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Tensor(_message.Message):
+    __slots__ = ("name", "dtype", "shape", "content")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    dtype: _tf_graph_pb2.DataType
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    content: bytes
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[_Union[_tf_graph_pb2.DataType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., content: _Optional[bytes] = ...) -> None: ...
+
+class TensorSpec(_message.Message):
+    __slots__ = ("name", "dtype", "shape")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    dtype: _tf_graph_pb2.DataType
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[_Union[_tf_graph_pb2.DataType, str]] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Signature(_message.Message):
+    __slots__ = ("inputs", "outputs")
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    inputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    def __init__(self, inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ...) -> None: ...
+
+class CompileRequest(_message.Message):
+    __slots__ = ("graph_def", "feeds", "fetches", "device", "graph_name")
+    GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
+    FEEDS_FIELD_NUMBER: _ClassVar[int]
+    FETCHES_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_NAME_FIELD_NUMBER: _ClassVar[int]
+    graph_def: bytes
+    feeds: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    fetches: _containers.RepeatedScalarFieldContainer[str]
+    device: str
+    graph_name: str
+    def __init__(self, graph_def: _Optional[bytes] = ..., feeds: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., fetches: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., graph_name: _Optional[str] = ...) -> None: ...
+
+class PassRecord(_message.Message):
+    __slots__ = ("name", "grouping", "phase", "ms", "nodes_before", "nodes_after")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GROUPING_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    MS_FIELD_NUMBER: _ClassVar[int]
+    NODES_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    NODES_AFTER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    grouping: str
+    phase: int
+    ms: float
+    nodes_before: int
+    nodes_after: int
+    def __init__(self, name: _Optional[str] = ..., grouping: _Optional[str] = ..., phase: _Optional[int] = ..., ms: _Optional[float] = ..., nodes_before: _Optional[int] = ..., nodes_after: _Optional[int] = ...) -> None: ...
+
+class CompileResponse(_message.Message):
+    __slots__ = ("executable_id", "signature", "stage_ms", "cache", "passes")
+    class StageMsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_MS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_FIELD_NUMBER: _ClassVar[int]
+    PASSES_FIELD_NUMBER: _ClassVar[int]
+    executable_id: str
+    signature: Signature
+    stage_ms: _containers.ScalarMap[str, float]
+    cache: str
+    passes: _containers.RepeatedCompositeFieldContainer[PassRecord]
+    def __init__(self, executable_id: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., cache: _Optional[str] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ...) -> None: ...
+
+class ExecuteRequest(_message.Message):
+    __slots__ = ("executable_id", "inputs")
+    EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    executable_id: str
+    inputs: _containers.RepeatedCompositeFieldContainer[Tensor]
+    def __init__(self, executable_id: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ...) -> None: ...
+
+class ExecuteResponse(_message.Message):
+    __slots__ = ("outputs", "execute_ms")
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_MS_FIELD_NUMBER: _ClassVar[int]
+    outputs: _containers.RepeatedCompositeFieldContainer[Tensor]
+    execute_ms: float
+    def __init__(self, outputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., execute_ms: _Optional[float] = ...) -> None: ...
+
+class ListOpsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class OpLowering(_message.Message):
+    __slots__ = ("op", "dtypes", "devices", "constant_inputs", "attrs", "platform_overrides", "module")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    DTYPES_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    CONSTANT_INPUTS_FIELD_NUMBER: _ClassVar[int]
+    ATTRS_FIELD_NUMBER: _ClassVar[int]
+    PLATFORM_OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    MODULE_FIELD_NUMBER: _ClassVar[int]
+    op: str
+    dtypes: _containers.RepeatedScalarFieldContainer[str]
+    devices: _containers.RepeatedScalarFieldContainer[str]
+    constant_inputs: _containers.RepeatedScalarFieldContainer[str]
+    attrs: _containers.RepeatedScalarFieldContainer[str]
+    platform_overrides: _containers.RepeatedScalarFieldContainer[str]
+    module: str
+    def __init__(self, op: _Optional[str] = ..., dtypes: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., constant_inputs: _Optional[_Iterable[str]] = ..., attrs: _Optional[_Iterable[str]] = ..., platform_overrides: _Optional[_Iterable[str]] = ..., module: _Optional[str] = ...) -> None: ...
+
+class ListOpsResponse(_message.Message):
+    __slots__ = ("ops",)
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    ops: _containers.RepeatedCompositeFieldContainer[OpLowering]
+    def __init__(self, ops: _Optional[_Iterable[_Union[OpLowering, _Mapping]]] = ...) -> None: ...
+
+class CheckGraphRequest(_message.Message):
+    __slots__ = ("graph_def", "device")
+    GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    graph_def: bytes
+    device: str
+    def __init__(self, graph_def: _Optional[bytes] = ..., device: _Optional[str] = ...) -> None: ...
+
+class UnsupportedOp(_message.Message):
+    __slots__ = ("op", "nodes")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    op: str
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, op: _Optional[str] = ..., nodes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CheckGraphResponse(_message.Message):
+    __slots__ = ("op_histogram", "unsupported", "node_count")
+    class OpHistogramEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    OP_HISTOGRAM_FIELD_NUMBER: _ClassVar[int]
+    UNSUPPORTED_FIELD_NUMBER: _ClassVar[int]
+    NODE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    op_histogram: _containers.ScalarMap[str, int]
+    unsupported: _containers.RepeatedCompositeFieldContainer[UnsupportedOp]
+    node_count: int
+    def __init__(self, op_histogram: _Optional[_Mapping[str, int]] = ..., unsupported: _Optional[_Iterable[_Union[UnsupportedOp, _Mapping]]] = ..., node_count: _Optional[int] = ...) -> None: ...
+
+class GetStatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TierStats(_message.Message):
+    __slots__ = ("tier", "hits", "misses", "evictions", "errors", "entries", "bytes", "compile_ms_saved")
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    MISSES_FIELD_NUMBER: _ClassVar[int]
+    EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    COMPILE_MS_SAVED_FIELD_NUMBER: _ClassVar[int]
+    tier: str
+    hits: int
+    misses: int
+    evictions: int
+    errors: int
+    entries: int
+    bytes: int
+    compile_ms_saved: float
+    def __init__(self, tier: _Optional[str] = ..., hits: _Optional[int] = ..., misses: _Optional[int] = ..., evictions: _Optional[int] = ..., errors: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., compile_ms_saved: _Optional[float] = ...) -> None: ...
+
+class Device(_message.Message):
+    __slots__ = ("name", "platform", "kind")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PLATFORM_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    platform: str
+    kind: str
+    def __init__(self, name: _Optional[str] = ..., platform: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
+
+class Stats(_message.Message):
+    __slots__ = ("tiers", "compiles", "executes", "errors", "uptime_s", "devices", "version")
+    TIERS_FIELD_NUMBER: _ClassVar[int]
+    COMPILES_FIELD_NUMBER: _ClassVar[int]
+    EXECUTES_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    tiers: _containers.RepeatedCompositeFieldContainer[TierStats]
+    compiles: int
+    executes: int
+    errors: int
+    uptime_s: float
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    version: str
+    def __init__(self, tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., compiles: _Optional[int] = ..., executes: _Optional[int] = ..., errors: _Optional[int] = ..., uptime_s: _Optional[float] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., version: _Optional[str] = ...) -> None: ...
+
+class GetExecutableRequest(_message.Message):
+    __slots__ = ("executable_id",)
+    EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    executable_id: str
+    def __init__(self, executable_id: _Optional[str] = ...) -> None: ...
+
+class ExecutableInfo(_message.Message):
+    __slots__ = ("executable_id", "graph_name", "device", "signature", "stage_ms", "passes", "size_bytes", "hits", "created_unix", "last_used_unix")
+    class StageMsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_MS_FIELD_NUMBER: _ClassVar[int]
+    PASSES_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    executable_id: str
+    graph_name: str
+    device: str
+    signature: Signature
+    stage_ms: _containers.ScalarMap[str, float]
+    passes: _containers.RepeatedCompositeFieldContainer[PassRecord]
+    size_bytes: int
+    hits: int
+    created_unix: float
+    last_used_unix: float
+    def __init__(self, executable_id: _Optional[str] = ..., graph_name: _Optional[str] = ..., device: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ..., size_bytes: _Optional[int] = ..., hits: _Optional[int] = ..., created_unix: _Optional[float] = ..., last_used_unix: _Optional[float] = ...) -> None: ...

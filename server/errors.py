@@ -1,0 +1,55 @@
+"""Typed errors of the daemon. Each carries its gRPC status; one interceptor maps them (server/rpc)."""
+import grpc
+
+
+class XlacsError(Exception):
+    code = grpc.StatusCode.INTERNAL
+
+
+class InvalidGraph(XlacsError):
+    """The GraphDef cannot be parsed or is not a well-formed graph."""
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class InvalidRequest(XlacsError):
+    """A feed, fetch, input or option of the request is wrong."""
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class UnsupportedOps(XlacsError):
+    """The graph holds ops without a lowering; lists every op type with one node each."""
+    code = grpc.StatusCode.UNIMPLEMENTED
+
+    def __init__(self, nodes_by_op: dict[str, list[str]], device: str):
+        self.nodes_by_op = nodes_by_op
+        listed = ", ".join(f"{op} (node {nodes[0]!r})" for op, nodes in sorted(nodes_by_op.items()))
+        super().__init__(f"{len(nodes_by_op)} op type(s) have no lowering for {device}: {listed}")
+
+
+class NotConstant(XlacsError):
+    """An input that must be known at compile time depends on a runtime value."""
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, node: str, op: str, input_name: str):
+        super().__init__(f"node {node!r} ({op}): input {input_name!r} must be a compile-time constant, "
+                         "but it depends on a feed; make it a Const or compute it from shapes only")
+
+
+class LoweringFailed(XlacsError):
+    """A node's lowering rejected its inputs or attrs (a shape mismatch, an unsupported attr value, ...)."""
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, node: str, op: str, reason: str):
+        super().__init__(f"node {node!r} ({op}): {reason}")
+
+
+class NotFound(XlacsError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class DeviceUnavailable(XlacsError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class LimitExceeded(XlacsError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED

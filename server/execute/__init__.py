@@ -1,0 +1,1 @@
+"""Stage 5: the PJRT devices and running compiled executables on them."""

@@ -1,0 +1,59 @@
+"""The PJRT devices this daemon serves: enumerated at start, pinned by --devices, named `kind:index`."""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+
+from xlacs_server.errors import DeviceUnavailable, InvalidRequest
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceRef:
+    name: str  # "cpu:0", "gpu:1"
+    platform: str  # "cpu" or "gpu"
+    kind: str  # PJRT's device kind, e.g. "cpu" or "NVIDIA A100-SXM4-80GB"
+    device: jax.Device = dataclasses.field(compare=False)
+
+
+def parse_name(name: str) -> tuple[str, int]:
+    kind, sep, index = name.strip().lower().partition(":")
+    if kind not in ("cpu", "gpu") or (sep and not index.isdigit()):
+        raise InvalidRequest(f"device {name!r} is not of the form cpu:N or gpu:N")
+    return kind, int(index or 0)
+
+
+def _platform_devices(platform: str) -> list[jax.Device]:
+    try:
+        return jax.devices(platform)
+    except RuntimeError:  # the platform's PJRT plugin is not installed
+        return []
+
+
+def enumerate_devices(pinned: tuple[str, ...] = ()) -> list[DeviceRef]:
+    """Every CPU and GPU device PJRT offers, or only the pinned ones (which must exist)."""
+    found = [DeviceRef(f"{p}:{i}", p, d.device_kind, d) for p in ("cpu", "gpu")
+             for i, d in enumerate(_platform_devices(p))]
+    if not pinned:
+        return found
+    by_name = {d.name: d for d in found}
+    missing = [n for n in pinned if "%s:%d" % parse_name(n) not in by_name]
+    if missing:
+        raise DeviceUnavailable(f"pinned device(s) {missing} are not present; present: {sorted(by_name)}")
+    return [by_name["%s:%d" % parse_name(n)] for n in pinned]
+
+
+class Devices:
+    def __init__(self, devices: list[DeviceRef]):
+        self.all = devices
+        self._by_name = {d.name: d for d in devices}
+
+    def resolve(self, name: str) -> DeviceRef:
+        """The device a request names; an empty name is the first served device (a GPU when present)."""
+        if not name:
+            gpus = [d for d in self.all if d.platform == "gpu"]
+            return (gpus or self.all)[0]
+        canonical = "%s:%d" % parse_name(name)
+        if canonical not in self._by_name:
+            raise DeviceUnavailable(f"device {name!r} is not served here; devices: {sorted(self._by_name)}")
+        return self._by_name[canonical]

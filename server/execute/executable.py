@@ -1,0 +1,57 @@
+"""A compiled executable with its signature and compile record; runs on its device."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import jax
+import numpy as np
+
+from xlacs_server.compile.compiler import TensorSig
+from xlacs_server.errors import InvalidRequest
+from xlacs_server.execute.devices import DeviceRef
+
+
+@dataclasses.dataclass
+class Executable:
+    id: str
+    graph_name: str
+    device: DeviceRef
+    inputs: list[TensorSig]
+    outputs: list[TensorSig]
+    compiled: object  # jax.stages.Compiled
+    stablehlo: str
+    stage_ms: dict[str, float]
+    passes: list
+    size_bytes: int
+    created: float = dataclasses.field(default_factory=time.time)
+    hits: int = 0
+    last_used: float = 0.0
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    def touch(self) -> None:
+        with self._lock:
+            self.hits += 1
+            self.last_used = time.time()
+
+    def check_inputs(self, given: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The inputs in signature order, after checking names, dtypes and shapes."""
+        expected = {s.name for s in self.inputs}
+        unknown = sorted(set(given) - expected)
+        missing = sorted(expected - set(given))
+        if unknown or missing:
+            raise InvalidRequest(f"executable {self.id} takes inputs {sorted(expected)}; "
+                                 f"unknown: {unknown}, missing: {missing}")
+        ordered = []
+        for sig in self.inputs:
+            array = given[sig.name]
+            if array.dtype != sig.dtype or tuple(array.shape) != sig.shape:
+                raise InvalidRequest(f"input {sig.name!r}: expected {sig}, got {array.dtype}{list(array.shape)}")
+            ordered.append(array)
+        return ordered
+
+    def run(self, given: dict[str, np.ndarray]) -> list[np.ndarray]:
+        arrays = jax.device_put(self.check_inputs(given), self.device.device)
+        self.last_used = time.time()
+        return [np.asarray(out) for out in self.compiled(*arrays)]

@@ -1,0 +1,1 @@
+"""Stage 1: GraphDef bytes -> Graph, the IR every later stage reads."""

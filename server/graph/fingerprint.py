@@ -1,0 +1,52 @@
+"""The canonical fingerprint of a compile unit: a Merkle hash over what the fetches reach.
+
+Node names, node order, device strings, `_`-prefixed attrs and debug info do not enter it; ops, attrs,
+topology, constant values and the feed positions do. TF1 loop bodies, reached only through
+NextIteration back edges, enter through the sorted digests of their NextIteration nodes.
+"""
+import hashlib
+
+import numpy as np
+
+from xlacs_server.graph import attrs
+from xlacs_server.graph.ir import Endpoint, Graph
+
+
+def _attr_digest(value) -> bytes:
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        h = hashlib.sha256(f"tensor:{value.dtype.str}:{value.shape}".encode())
+        h.update(np.ascontiguousarray(value).data)
+        return h.digest()
+    return hashlib.sha256(attrs.encode(value).SerializeToString(deterministic=True)).digest()
+
+
+def fingerprint(graph: Graph) -> str:
+    feed_position = {e: i for i, e in enumerate(graph.feeds)}
+    digests: dict[str, bytes] = {}
+
+    def endpoint_digest(e: Endpoint) -> bytes:
+        if e in feed_position:
+            return f"feed:{feed_position[e]}".encode()
+        if e.node not in digests:  # a loop back edge: the body enters through its NextIteration
+            return f"backedge:{graph.nodes[e.node].op}:{e.index}".encode()
+        return digests[e.node] + f":{e.index}".encode()
+
+    for node in graph.topological_order():
+        h = hashlib.sha256(node.op.encode())
+        for key in sorted(k for k in node.attrs if not k.startswith("_")):
+            h.update(key.encode())
+            h.update(_attr_digest(node.attrs[key]))
+        for e in node.inputs:
+            h.update(b"in:" + endpoint_digest(e))
+        for control in sorted(digests.get(c, b"backedge") for c in node.control_inputs):
+            h.update(b"ctl:" + control)
+        digests[node.name] = h.digest()
+
+    top = hashlib.sha256(f"feeds:{len(graph.feeds)}".encode())
+    for e in graph.fetches:
+        top.update(b"fetch:" + endpoint_digest(e))
+    for loop_body in sorted(d for n, d in digests.items() if graph.nodes[n].op == "NextIteration"):
+        top.update(b"loop:" + loop_body)
+    for name in sorted(graph.library):
+        top.update(graph.library[name].SerializeToString(deterministic=True))
+    return top.hexdigest()

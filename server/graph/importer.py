@@ -1,0 +1,67 @@
+"""GraphDef bytes -> Graph, checking that the graph is well formed; Graph -> GraphDef for dumps."""
+from google.protobuf.message import DecodeError
+
+from xlacs import dtypes
+from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs_server.errors import InvalidGraph
+from xlacs_server.graph import attrs, tensor_proto
+from xlacs_server.graph.ir import Endpoint, Graph, Node
+
+
+def parse_graph_def(data: bytes) -> tf.GraphDef:
+    graph_def = tf.GraphDef()
+    try:
+        graph_def.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise InvalidGraph(f"graph_def is not a serialized tensorflow.GraphDef ({len(data)} bytes): {e}") from None
+    if not graph_def.node:
+        raise InvalidGraph(f"graph_def ({len(data)} bytes) holds no nodes")
+    return graph_def
+
+
+def import_nodes(node_defs, max_elements: int) -> dict[str, Node]:
+    """NodeDefs -> Nodes by name, with attrs decoded; inputs are not yet checked against each other."""
+    nodes: dict[str, Node] = {}
+    for nd in node_defs:
+        if not nd.name or not nd.op:
+            raise InvalidGraph(f"a node has an empty name or op (name={nd.name!r}, op={nd.op!r})")
+        if nd.name in nodes:
+            raise InvalidGraph(f"two nodes are named {nd.name!r}")
+        data, control = [], []
+        for text in nd.input:
+            if text.startswith("^"):
+                control.append(text[1:])
+            else:
+                data.append(Endpoint.parse(text))
+        try:
+            decoded = {key: attrs.decode(value, max_elements) for key, value in nd.attr.items()}
+        except (tensor_proto.BadTensor, dtypes.UnsupportedDType) as e:
+            raise InvalidGraph(f"node {nd.name!r} ({nd.op}): {e}") from None
+        nodes[nd.name] = Node(nd.name, nd.op, data, control, decoded, nd.device)
+    return nodes
+
+
+def import_graph(data: bytes, max_elements: int) -> Graph:
+    graph_def = parse_graph_def(data)
+    graph = Graph(import_nodes(graph_def.node, max_elements),
+                  {f.signature.name: f for f in graph_def.library.function}, graph_def.versions.producer)
+    for node in graph.nodes.values():
+        for src in [e.node for e in node.inputs] + node.control_inputs:
+            if src not in graph.nodes:
+                raise InvalidGraph(f"node {node.name!r} ({node.op}) reads {src!r}, which is not in the graph")
+    return graph
+
+
+def export_node(node: Node) -> tf.NodeDef:
+    nd = tf.NodeDef(name=node.name, op=node.op, device=node.device,
+                    input=[str(e) for e in node.inputs] + [f"^{c}" for c in node.control_inputs])
+    for key, value in node.attrs.items():
+        nd.attr[key].CopyFrom(attrs.encode(value))
+    return nd
+
+
+def export_graph(graph: Graph) -> tf.GraphDef:
+    graph_def = tf.GraphDef(node=[export_node(n) for n in graph.nodes.values()])
+    graph_def.versions.producer = graph.producer
+    graph_def.library.function.extend(graph.library.values())
+    return graph_def

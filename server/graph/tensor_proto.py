@@ -1,0 +1,74 @@
+"""TF TensorProto <-> numpy, with TF's rules: tensor_content, or typed values where the last value repeats."""
+import numpy as np
+
+from xlacs import dtypes
+from xlacs.v1 import tf_graph_pb2 as tf
+
+# Which repeated field holds the values of each dtype when tensor_content is empty.
+_VALUE_FIELD = {
+    tf.DT_FLOAT: "float_val", tf.DT_DOUBLE: "double_val", tf.DT_INT32: "int_val", tf.DT_INT16: "int_val",
+    tf.DT_INT8: "int_val", tf.DT_UINT8: "int_val", tf.DT_UINT16: "int_val", tf.DT_INT64: "int64_val",
+    tf.DT_UINT32: "uint32_val", tf.DT_UINT64: "uint64_val", tf.DT_BOOL: "bool_val",
+    tf.DT_HALF: "half_val", tf.DT_BFLOAT16: "half_val", tf.DT_COMPLEX64: "scomplex_val",
+    tf.DT_COMPLEX128: "dcomplex_val", tf.DT_STRING: "string_val",
+}
+
+
+class BadTensor(ValueError):
+    pass
+
+
+def shape_of(shape_proto: tf.TensorShapeProto):
+    """A TensorShapeProto as a tuple (-1 for unknown dims), or None for unknown rank."""
+    if shape_proto.unknown_rank:
+        return None
+    return tuple(d.size for d in shape_proto.dim)
+
+
+def to_numpy(proto: tf.TensorProto, max_elements: int) -> np.ndarray:
+    shape = shape_of(proto.tensor_shape) or ()
+    if any(d < 0 for d in shape):
+        raise BadTensor(f"tensor shape {list(shape)} has a negative dimension")
+    count = int(np.prod(shape, dtype=np.float64))
+    if count > max_elements:
+        raise BadTensor(f"tensor of shape {list(shape)} has {count} elements, over the limit of {max_elements}")
+    if proto.dtype == tf.DT_STRING:
+        values = np.array(list(proto.string_val), dtype=object)
+        return _fill(values, count, shape, proto.dtype)
+    dtype = dtypes.to_numpy(proto.dtype)
+    if proto.tensor_content:
+        if len(proto.tensor_content) != count * dtype.itemsize:
+            raise BadTensor(f"tensor_content has {len(proto.tensor_content)} bytes but shape {list(shape)} "
+                            f"of {dtype} needs {count * dtype.itemsize}")
+        return np.frombuffer(proto.tensor_content, dtype=dtype).reshape(shape)
+    values = getattr(proto, _VALUE_FIELD[proto.dtype])
+    if proto.dtype in (tf.DT_HALF, tf.DT_BFLOAT16):
+        values = np.array(values, dtype=np.uint16).view(dtype)
+    elif proto.dtype in (tf.DT_COMPLEX64, tf.DT_COMPLEX128):
+        pairs = np.array(values, dtype=np.float64).reshape(-1, 2)
+        values = (pairs[:, 0] + 1j * pairs[:, 1]).astype(dtype)
+    else:
+        values = np.array(values, dtype=dtype)
+    return _fill(values, count, shape, proto.dtype)
+
+
+def _fill(values: np.ndarray, count: int, shape, dtype_enum) -> np.ndarray:
+    if len(values) > count:
+        raise BadTensor(f"tensor holds {len(values)} values but shape {list(shape)} has {count} elements")
+    if len(values) == count:
+        return values.reshape(shape)
+    if len(values) == 0:
+        return np.zeros(shape, dtype=values.dtype if dtype_enum != tf.DT_STRING else object)
+    # TF repeats the last value to fill the shape.
+    filled = np.empty(count, dtype=values.dtype)
+    filled[:len(values)] = values
+    filled[len(values):] = values[-1]
+    return filled.reshape(shape)
+
+
+def from_numpy(array: np.ndarray) -> tf.TensorProto:
+    proto = tf.TensorProto(dtype=dtypes.from_numpy(array.dtype))
+    proto.tensor_shape.dim.extend(tf.TensorShapeProto.Dim(size=d) for d in array.shape)
+    proto.tensor_content = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+    return proto
+

@@ -1,0 +1,92 @@
+"""The op lowering registry, as tf2xla's REGISTER_XLA_OP: op names, attrs, dtypes, devices, constant inputs.
+
+A rule is `rule(ctx, *inputs, **attrs) -> list`: operands positional, attrs keyword-only. The attrs a
+rule takes are its keyword-only parameters; one without a default is required. Graph nodes are checked
+against the registration when the graph loads, never mid-lowering.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Callable, Iterable
+
+import numpy as np
+
+PLATFORMS = ("cpu", "gpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    op: str
+    rule: Callable
+    attrs: dict[str, bool]  # attr name -> required
+    input_names: tuple[str, ...]  # the rule's positional parameter names, for error messages
+    dtypes: frozenset | None  # allowed values of `type_attr`; None allows any
+    type_attr: str
+    devices: frozenset[str]
+    constant_inputs: tuple[int | str, ...]
+    foldable: bool  # may run on the host when every input is a constant
+    platform: str | None  # None: the generic rule; otherwise an override for one platform
+
+    @property
+    def module(self) -> str:
+        return getattr(self.rule, "__module__", None) or getattr(getattr(self.rule, "func", None), "__module__", "")
+
+    def constant_input_index(self, spec: int | str, arity: int) -> tuple[int, str]:
+        """The input position and the name an error uses for a declared constant input."""
+        if isinstance(spec, str):
+            return self.input_names.index(spec), spec
+        index = spec % arity if arity else spec
+        name = self.input_names[index] if index < len(self.input_names) else f"input {index}"
+        return index, name
+
+
+class DuplicateRegistration(RuntimeError):
+    pass
+
+
+_REGISTRY: dict[tuple[str, str | None], Lowering] = {}
+
+
+def _signature(rule: Callable) -> tuple[dict[str, bool], tuple[str, ...]]:
+    params = list(inspect.signature(rule).parameters.values())[1:]  # skip ctx
+    attrs = {p.name: p.default is inspect.Parameter.empty for p in params if p.kind is p.KEYWORD_ONLY}
+    names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return attrs, names
+
+
+def register_op(*ops: str, dtypes: Iterable | None = None, type_attr: str = "T",
+                devices: Iterable[str] = PLATFORMS, constant_inputs: Iterable[int | str] = (),
+                foldable: bool = True, platform: str | None = None):
+    """Registers `rule` for each of `ops`. A second, different registration of an (op, platform) raises."""
+    def decorate(rule: Callable) -> Callable:
+        attrs, input_names = _signature(rule)
+        for op in ops:
+            lowering = Lowering(op, rule, attrs, input_names,
+                                None if dtypes is None else frozenset(np.dtype(d) for d in dtypes),
+                                type_attr, frozenset(devices), tuple(constant_inputs), foldable, platform)
+            previous = _REGISTRY.get((op, platform))
+            if previous is not None and previous != lowering:
+                raise DuplicateRegistration(f"{op} (platform {platform or 'any'}) is registered twice: "
+                                            f"{previous.module}.{previous.rule.__name__} and "
+                                            f"{lowering.module}.{getattr(rule, '__name__', rule)}")
+            _REGISTRY[(op, platform)] = lowering
+        return rule
+    return decorate
+
+
+def lookup(op: str, platform: str) -> Lowering | None:
+    """The platform's override of `op` if any, else the generic rule, if it runs on that platform."""
+    lowering = _REGISTRY.get((op, platform)) or _REGISTRY.get((op, None))
+    if lowering is None or platform not in lowering.devices:
+        return None
+    return lowering
+
+
+def registrations() -> list[Lowering]:
+    """Every generic registration, with platform overrides following their op, sorted by op name."""
+    return sorted(_REGISTRY.values(), key=lambda l: (l.op, l.platform or ""))
+
+
+def overrides(op: str) -> list[str]:
+    return sorted(p for (name, p) in _REGISTRY if name == op and p is not None)

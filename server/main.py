@@ -1,0 +1,38 @@
+"""`xlacs serve`: start the daemon and stop it cleanly on SIGTERM/SIGINT."""
+import logging
+import signal
+import threading
+
+from xlacs_server.config import Settings
+from xlacs_server.rpc.server import create_server
+from xlacs_server.service import CompilationService
+
+log = logging.getLogger("xlacs")
+
+
+def settings_from_args(args) -> Settings:
+    host = port = None
+    if args.server:
+        host, _, port = args.server.rpartition(":")
+        port = int(port)
+    devices = tuple(d for d in args.devices.split(",") if d) if args.devices else None
+    return Settings.from_env(host=host or None, port=port, http_port=args.http_port, devices=devices,
+                             dump_graphs=args.dump_graphs, workers=args.workers)
+
+
+def serve(args) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = settings_from_args(args)
+    service = CompilationService(settings)
+    server, port, health = create_server(service, f"{settings.host}:{settings.port}")
+    server.start()
+    log.info("xlacs serving gRPC on %s:%d; devices: %s", settings.host, port,
+             ", ".join(f"{d.name} ({d.kind})" for d in service.devices.all))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    log.info("shutting down: no new calls, finishing the ones in flight")
+    health.enter_graceful_shutdown()
+    server.stop(grace=30).wait()
+    log.info("stopped")

@@ -1,0 +1,73 @@
+"""The pass registry: each grouping runs its phases in ascending order, and the passes of one phase in
+registration order. The pipeline's identity (its passes and PIPELINE_VERSION) is a cache-key ingredient."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import time
+from typing import Callable
+
+from xlacs_server.graph.ir import Graph
+
+# Bump when a pass changes what it produces, so that cached executables of the old pipeline miss.
+PIPELINE_VERSION = 1
+
+
+class Grouping(enum.IntEnum):
+    """When a pass runs, in this order."""
+    POST_IMPORT = 0  # shape the compile unit: prune to the fetches, inline, functionalize control flow
+    OPTIMIZATION = 1  # simplify: identities, constant folding, CSE, DCE
+    PRE_LOWERING = 2  # prepare for XLA: shape inference, platform rewrites, diagnostics
+
+
+@dataclasses.dataclass(frozen=True)
+class Pass:
+    name: str
+    grouping: Grouping
+    phase: int
+    run: Callable[[Graph], Graph]
+
+
+@dataclasses.dataclass(frozen=True)
+class PassRecord:
+    name: str
+    grouping: str
+    phase: int
+    ms: float
+    nodes_before: int
+    nodes_after: int
+
+
+_PASSES: list[Pass] = []
+
+
+def register_pass(grouping: Grouping, phase: int):
+    def decorate(fn: Callable[[Graph], Graph]) -> Callable[[Graph], Graph]:
+        if any(p.name == fn.__name__ for p in _PASSES):
+            raise RuntimeError(f"pass {fn.__name__} is registered twice")
+        _PASSES.append(Pass(fn.__name__, grouping, phase, fn))
+        return fn
+    return decorate
+
+
+def pipeline() -> list[Pass]:
+    """The passes in run order (sorted() is stable, so registration order holds within a phase)."""
+    return sorted(_PASSES, key=lambda p: (p.grouping, p.phase))
+
+
+def pipeline_identity() -> str:
+    return f"v{PIPELINE_VERSION}:" + ",".join(f"{p.grouping.name}/{p.phase}/{p.name}" for p in pipeline())
+
+
+def run_pipeline(graph: Graph, dump: Callable[[str, Graph], None] | None = None) -> tuple[Graph, list[PassRecord]]:
+    """Runs every pass; `dump(label, graph)` sees the graph after each one."""
+    records = []
+    for index, p in enumerate(pipeline()):
+        before = len(graph.nodes)
+        start = time.perf_counter()
+        graph = p.run(graph)
+        ms = (time.perf_counter() - start) * 1e3
+        records.append(PassRecord(p.name, p.grouping.name, p.phase, ms, before, len(graph.nodes)))
+        if dump is not None:
+            dump(f"{index:02d}_{p.name}", graph)
+    return graph, records

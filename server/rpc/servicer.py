@@ -1,0 +1,86 @@
+"""xlacs.v1.Compiler: protos in, core calls, protos out."""
+import time
+
+from xlacs import dtypes, tensors
+from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
+from xlacs_server import version
+from xlacs_server.errors import InvalidRequest
+from xlacs_server.lower import registry
+from xlacs_server.service import CompilationService, CompileSpec
+
+
+def _sig(s) -> xlacs_pb2.TensorSpec:
+    return xlacs_pb2.TensorSpec(name=s.name, dtype=dtypes.from_numpy(s.dtype), shape=s.shape)
+
+
+def _signature(executable) -> xlacs_pb2.Signature:
+    return xlacs_pb2.Signature(inputs=[_sig(s) for s in executable.inputs],
+                               outputs=[_sig(s) for s in executable.outputs])
+
+
+def _passes(executable) -> list:
+    return [xlacs_pb2.PassRecord(name=r.name, grouping=r.grouping, phase=r.phase, ms=r.ms,
+                                 nodes_before=r.nodes_before, nodes_after=r.nodes_after) for r in executable.passes]
+
+
+class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
+    def __init__(self, service: CompilationService):
+        self.service = service
+
+    def Compile(self, request, context):
+        feeds = []
+        for f in request.feeds:
+            try:
+                dtypes.to_numpy(f.dtype)
+            except dtypes.UnsupportedDType as e:
+                raise InvalidRequest(f"feed {f.name!r}: {e}") from None
+            feeds.append((f.name, f.dtype, tuple(f.shape)))
+        result = self.service.compile(CompileSpec(request.graph_def, feeds, list(request.fetches),
+                                                  request.device, request.graph_name))
+        return xlacs_pb2.CompileResponse(executable_id=result.executable.id, signature=_signature(result.executable),
+                                         stage_ms=result.stage_ms, cache=result.cache,
+                                         passes=_passes(result.executable))
+
+    def Execute(self, request, context):
+        inputs = {}
+        for t in request.inputs:
+            if t.name in inputs:
+                raise InvalidRequest(f"input {t.name!r} is given more than once")
+            try:
+                inputs[t.name] = tensors.from_proto(t)
+            except ValueError as e:
+                raise InvalidRequest(str(e)) from None
+        start = time.perf_counter()
+        executable, outputs = self.service.execute(request.executable_id, inputs)
+        ms = (time.perf_counter() - start) * 1e3
+        return xlacs_pb2.ExecuteResponse(
+            outputs=[tensors.to_proto(s.name, a) for s, a in zip(executable.outputs, outputs)], execute_ms=ms)
+
+    def ListOps(self, request, context):
+        return xlacs_pb2.ListOpsResponse(ops=[
+            xlacs_pb2.OpLowering(op=l.op, dtypes=sorted(str(d) for d in l.dtypes or ()), devices=sorted(l.devices),
+                                 constant_inputs=[l.constant_input_index(c, len(l.input_names) or 1)[1]
+                                                  for c in l.constant_inputs],
+                                 attrs=sorted(l.attrs), platform_overrides=registry.overrides(l.op), module=l.module)
+            for l in registry.registrations() if l.platform is None])
+
+    def CheckGraph(self, request, context):
+        histogram, unsupported, count = self.service.check_graph(request.graph_def, request.device)
+        return xlacs_pb2.CheckGraphResponse(
+            op_histogram=dict(histogram), node_count=count,
+            unsupported=[xlacs_pb2.UnsupportedOp(op=op, nodes=nodes) for op, nodes in sorted(unsupported.items())])
+
+    def GetStats(self, request, context):
+        c = self.service.counters
+        tiers = [xlacs_pb2.TierStats(**vars(t.stats)) for t in (self.service.l1,)]
+        return xlacs_pb2.Stats(
+            tiers=tiers, compiles=c.compiles, executes=c.executes, errors=c.errors,
+            uptime_s=time.time() - c.started, version=version.VERSION,
+            devices=[xlacs_pb2.Device(name=d.name, platform=d.platform, kind=d.kind) for d in self.service.devices.all])
+
+    def GetExecutable(self, request, context):
+        e = self.service.executable(request.executable_id)
+        return xlacs_pb2.ExecutableInfo(
+            executable_id=e.id, graph_name=e.graph_name, device=e.device.name, signature=_signature(e),
+            stage_ms=e.stage_ms, passes=_passes(e), size_bytes=e.size_bytes, hits=e.hits,
+            created_unix=e.created, last_used_unix=e.last_used)

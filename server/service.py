@@ -1,0 +1,197 @@
+"""The compile/execute core behind the RPCs: request -> graph -> passes -> lowering -> PJRT -> cache."""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import logging
+import pathlib
+import threading
+import time
+
+import jax
+import jaxlib
+import numpy as np
+from google.protobuf import text_format
+
+from xlacs import dtypes
+from xlacs_server import passes  # noqa: F401  (registers the passes)
+from xlacs_server.cache.memory import MemoryCache
+from xlacs_server.compile.cache_key import CACHE_FORMAT_VERSION, cache_key
+from xlacs_server.compile.compiler import TensorSig, compile_graph
+from xlacs_server.config import Settings
+from xlacs_server.errors import InvalidRequest, NotFound
+from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
+from xlacs_server.execute.executable import Executable
+from xlacs_server.graph.fingerprint import fingerprint
+from xlacs_server.graph.importer import export_graph, import_graph
+from xlacs_server.graph.ir import Endpoint, Graph
+from xlacs_server.lower import check
+from xlacs_server.lower import ops  # noqa: F401  (registers the lowerings)
+from xlacs_server.passes.registry import pipeline_identity, run_pipeline
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileSpec:
+    graph_def: bytes
+    feeds: list[tuple[str, int, tuple[int, ...]]]  # (name, TF DataType, shape)
+    fetches: list[str]
+    device: str = ""
+    graph_name: str = ""
+
+
+@dataclasses.dataclass
+class CompileResult:
+    executable: Executable
+    cache: str  # "miss" or the tier that hit
+    stage_ms: dict[str, float]
+
+
+class Stopwatch:
+    def __init__(self):
+        self.ms: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1e3
+
+
+@dataclasses.dataclass
+class Counters:
+    compiles: int = 0
+    executes: int = 0
+    errors: int = 0
+    started: float = dataclasses.field(default_factory=time.time)
+    recent_errors: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=100))
+
+
+class CompilationService:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.devices = Devices(enumerate_devices(settings.devices))
+        self.l1 = MemoryCache(settings.l1_max_entries, settings.l1_max_bytes)
+        self.counters = Counters()
+        self._flights: dict[str, threading.Lock] = {}
+        self._flights_lock = threading.Lock()
+
+    # --- Compile ---------------------------------------------------------------------------------
+
+    def compile(self, spec: CompileSpec) -> CompileResult:
+        watch = Stopwatch()
+        device = self.devices.resolve(spec.device)
+        with watch.stage("parse"):
+            graph = with_signature(import_graph(spec.graph_def, self.settings.max_tensor_elements), spec)
+            inputs = [TensorSig(str(e), dtypes.to_numpy(dtype), tuple(shape))
+                      for e, (_, dtype, shape) in zip(graph.feeds, spec.feeds)]
+        with watch.stage("key"):
+            key = cache_key(spec.graph_name or "graph", self.ingredients(graph, inputs, device))
+        executable = self.l1.get(key)
+        if executable is not None:
+            return CompileResult(executable, self.l1.tier, watch.ms)
+        with self._single_flight(key):
+            executable = self.l1.peek(key)  # compiled by a concurrent request while this one waited
+            if executable is not None:
+                return CompileResult(executable, self.l1.tier, watch.ms)
+            executable = self._compile_miss(key, spec, graph, inputs, device, watch)
+            self.l1.put(key, executable)
+            return CompileResult(executable, "miss", watch.ms)
+
+    def ingredients(self, graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> list[tuple[str, str]]:
+        backend = device.device.client
+        return [
+            ("graph_fingerprint", fingerprint(graph)),
+            ("signature", repr(([(s.name, str(s.dtype), s.shape) for s in inputs], [str(f) for f in graph.fetches]))),
+            ("device", f"{device.platform}:{device.kind}"),
+            ("runtime", f"jax={jax.__version__};jaxlib={jaxlib.__version__};pjrt={backend.platform_version}"),
+            ("compile_options", "default"),
+            ("pass_pipeline", pipeline_identity()),
+            ("cache_format", str(CACHE_FORMAT_VERSION)),
+        ]
+
+    def _compile_miss(self, key, spec, graph, inputs, device, watch) -> Executable:
+        with watch.stage("passes"):
+            graph, records = run_pipeline(graph, self._dumper(key))
+        with watch.stage("lower"):
+            check.check_nodes(graph.nodes.values(), device.platform)
+        program = compile_graph(graph, inputs, device)
+        watch.ms["lower"] += program.lower_ms
+        watch.ms["compile"] = program.compile_ms
+        self.counters.compiles += 1
+        log.info("compiled %s on %s in %.0f ms (%s)", key, device.name, sum(watch.ms.values()),
+                 ", ".join(f"{k} {v:.0f}" for k, v in watch.ms.items()))
+        return Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.compiled,
+                          program.stablehlo, dict(watch.ms), records, len(program.stablehlo))
+
+    @contextlib.contextmanager
+    def _single_flight(self, key: str):
+        with self._flights_lock:
+            lock = self._flights.setdefault(key, threading.Lock())
+        with lock:
+            yield
+
+    def _dumper(self, key: str):
+        if not self.settings.dump_graphs:
+            return None
+        directory = pathlib.Path(self.settings.dump_graphs) / key
+        directory.mkdir(parents=True, exist_ok=True)
+
+        def dump(label: str, graph: Graph) -> None:
+            (directory / f"{label}.pbtxt").write_text(text_format.MessageToString(export_graph(graph)))
+        return dump
+
+    # --- Execute and introspection ------------------------------------------------------------------
+
+    def executable(self, executable_id: str) -> Executable:
+        executable = self.l1.peek(executable_id)
+        if executable is None:
+            raise NotFound(f"executable {executable_id!r} is not loaded on this server; Compile it first")
+        return executable
+
+    def execute(self, executable_id: str, inputs: dict[str, np.ndarray]) -> tuple[Executable, list[np.ndarray]]:
+        executable = self.executable(executable_id)
+        outputs = executable.run(inputs)
+        executable.touch()
+        self.counters.executes += 1
+        return executable, outputs
+
+    def check_graph(self, graph_def: bytes, device: str) -> tuple[collections.Counter, dict[str, list[str]], int]:
+        graph = import_graph(graph_def, self.settings.max_tensor_elements)
+        histogram = collections.Counter(n.op for n in graph.nodes.values())
+        return histogram, check.unsupported_ops(graph.nodes.values(), self.devices.resolve(device).platform), \
+            len(graph.nodes)
+
+
+def with_signature(graph: Graph, spec: CompileSpec) -> Graph:
+    """The graph with the request's feeds and fetches, after checking that they name real tensors."""
+    feeds = [Endpoint.parse(name) for name, _, _ in spec.feeds]
+    fetches = [Endpoint.parse(name) for name in spec.fetches]
+    if not fetches:
+        raise InvalidRequest("the request has no fetches: name at least one node:index to compute")
+    duplicates = sorted({str(e) for e in feeds if feeds.count(e) > 1})
+    if duplicates:
+        raise InvalidRequest(f"feed(s) {duplicates} are given more than once")
+    for kind, endpoints in (("feed", feeds), ("fetch", fetches)):
+        for e in endpoints:
+            if e.node not in graph.nodes:
+                raise InvalidRequest(f"{kind} {str(e)!r} names node {e.node!r}, which is not in the graph")
+    for e, (name, dtype, shape) in zip(feeds, spec.feeds):
+        if any(d < 0 for d in shape):
+            raise InvalidRequest(f"feed {name!r} has shape {list(shape)}: every dimension must be static and >= 0")
+        node = graph.nodes[e.node]
+        if node.op == "Placeholder":
+            declared = node.attrs.get("dtype")
+            if isinstance(declared, np.dtype) and declared != dtypes.to_numpy(dtype):
+                raise InvalidRequest(f"feed {name!r} is declared {dtypes.dtype_name(dtype)} but placeholder "
+                                     f"{node.name!r} has dtype {declared}")
+            declared_shape = node.attrs.get("shape")
+            if declared_shape is not None and (len(declared_shape) != len(shape) or any(
+                    d >= 0 and d != s for d, s in zip(declared_shape, shape))):
+                raise InvalidRequest(f"feed {name!r} has shape {list(shape)} but placeholder {node.name!r} "
+                                     f"has shape {list(declared_shape)}")
+    return graph.replace(feeds=feeds, fetches=fetches)
