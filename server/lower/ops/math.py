@@ -69,7 +69,7 @@ def reduction(fn, ctx, x, reduction_indices, *, T, Tidx=np.dtype(np.int32), keep
 def _mean(x, axis, keepdims):
     if jnp.issubdtype(x.dtype, jnp.integer):  # TF divides integers with truncation
         count = int(np.prod([x.shape[a] for a in axis], dtype=np.int64))
-        return lax.div(jnp.sum(x, axis=axis, keepdims=keepdims), jnp.asarray(max(count, 1), x.dtype))
+        return lax.div(jnp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype), jnp.asarray(max(count, 1), x.dtype))
     return jnp.mean(x, axis=axis, keepdims=keepdims)
 
 

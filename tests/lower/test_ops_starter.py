@@ -1,0 +1,170 @@
+"""The starter op set against TensorFlow, through the running service, over shapes and dtypes."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.oracle import compile_and_compare
+
+rng = np.random.default_rng(0)
+raw = tf.raw_ops
+
+
+def rand(shape, dtype=np.float32, low=-3.0, high=3.0):
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+SHAPES = [(), (5,), (3, 4), (2, 3, 4)]
+FLOATS = [np.float32, np.float64]
+
+UNARY = {  # op -> (call with one input, input range)
+    "Neg": (lambda x: raw.Neg(x=x), -3, 3), "Exp": (lambda x: raw.Exp(x=x), -3, 3),
+    "Log": (lambda x: raw.Log(x=x), 0.1, 5), "Sqrt": (lambda x: raw.Sqrt(x=x), 0.1, 5),
+    "Rsqrt": (lambda x: raw.Rsqrt(x=x), 0.1, 5), "Square": (lambda x: raw.Square(x=x), -3, 3),
+    "Tanh": (lambda x: raw.Tanh(x=x), -3, 3), "Sigmoid": (lambda x: raw.Sigmoid(x=x), -5, 5),
+    "Relu": (lambda x: raw.Relu(features=x), -3, 3), "Relu6": (lambda x: raw.Relu6(features=x), -3, 9),
+    "Identity": (lambda x: raw.Identity(input=x), -3, 3),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary(client, op, dtype, shape):
+    fn, low, high = UNARY[op]
+    compile_and_compare(client, fn, [rand(shape, dtype, low, high)])
+
+
+BINARY = {"Add": raw.Add, "AddV2": raw.AddV2, "Sub": raw.Sub, "Mul": raw.Mul, "RealDiv": raw.RealDiv,
+          "Maximum": raw.Maximum, "Minimum": raw.Minimum}
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((), (5,))], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", sorted(BINARY))
+def test_binary(client, op, dtype, shapes):
+    if op == "RealDiv" and np.issubdtype(dtype, np.integer):
+        pytest.skip("RealDiv is defined for floating types only")
+    low = 1 if op == "RealDiv" else -5
+    compile_and_compare(client, lambda x, y: BINARY[op](x=x, y=y),
+                        [rand(shapes[0], dtype, low, 5), rand(shapes[1], dtype, low, 5)])
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [np.int32], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("keep_dims", [False, True])
+@pytest.mark.parametrize("axis", [[0], [1, 2], [-1]], ids=str)
+@pytest.mark.parametrize("op", ["Mean", "Sum", "Max"])
+def test_reductions(client, op, axis, keep_dims, dtype):
+    fn = getattr(raw, op)
+    compile_and_compare(client, lambda x: fn(input=x, axis=tf.constant(axis), keep_dims=keep_dims),
+                        [rand((2, 3, 4), dtype)])
+
+
+@pytest.mark.parametrize("transpose_a,transpose_b", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul(client, transpose_a, transpose_b, dtype):
+    a = rand((4, 3) if transpose_a else (3, 4), dtype)
+    b = rand((5, 4) if transpose_b else (4, 5), dtype)
+    compile_and_compare(client, lambda a, b: raw.MatMul(a=a, b=b, transpose_a=transpose_a, transpose_b=transpose_b),
+                        [a, b])
+
+
+@pytest.mark.parametrize("adj_x,adj_y", [(False, False), (True, True)])
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 5))], ids=str)
+def test_batch_matmul(client, adj_x, adj_y, shapes):
+    x, y = rand(shapes[0]), rand(shapes[1])
+    x = np.swapaxes(x, -1, -2).copy() if adj_x else x
+    y = np.swapaxes(y, -1, -2).copy() if adj_y else y
+    compile_and_compare(client, lambda x, y: raw.BatchMatMulV2(x=x, y=y, adj_x=adj_x, adj_y=adj_y), [x, y])
+
+
+@pytest.mark.parametrize("data_format,shape", [("NHWC", (2, 3, 3, 4)), ("NCHW", (2, 4, 3, 3)), ("NHWC", (5, 4))])
+def test_bias_add(client, data_format, shape):
+    if data_format == "NCHW":
+        pytest.skip("TF's CPU BiasAdd kernel rejects NCHW; the oracle cannot run it")
+    compile_and_compare(client, lambda x, b: raw.BiasAdd(value=x, bias=b, data_format=data_format),
+                        [rand(shape), rand((4,))])
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 7), (2, 3, 4)], ids=str)
+def test_softmax(client, shape):
+    compile_and_compare(client, lambda x: raw.Softmax(logits=x), [rand(shape, np.float32, -10, 10)])
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("strides", [1, 2])
+@pytest.mark.parametrize("dilation", [1, 2])
+def test_conv2d(client, padding, strides, dilation):
+    if strides > 1 and dilation > 1:
+        pytest.skip("TF rejects strides > 1 together with dilations > 1")
+    compile_and_compare(client, lambda x, w: raw.Conv2D(input=x, filter=w, strides=[1, strides, strides, 1],
+                                                        padding=padding, dilations=[1, dilation, dilation, 1]),
+                        [rand((2, 9, 9, 3)), rand((3, 3, 3, 8))])
+
+
+def test_conv2d_explicit_padding(client):
+    compile_and_compare(client, lambda x, w: raw.Conv2D(input=x, filter=w, strides=[1, 1, 1, 1], padding="EXPLICIT",
+                                                        explicit_paddings=[0, 0, 1, 2, 2, 1, 0, 0]),
+                        [rand((1, 6, 6, 2)), rand((3, 3, 2, 4))])
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("strides", [1, 2])
+@pytest.mark.parametrize("multiplier", [1, 2])
+@pytest.mark.parametrize("kernel", [3, 5])
+def test_depthwise_conv2d(client, padding, strides, multiplier, kernel):
+    compile_and_compare(client, lambda x, w: raw.DepthwiseConv2dNative(
+        input=x, filter=w, strides=[1, strides, strides, 1], padding=padding),
+        [rand((2, 11, 11, 6)), rand((kernel, kernel, 6, multiplier))])
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("ksize,strides", [(2, 2), (3, 2), (3, 1)])
+@pytest.mark.parametrize("op", ["MaxPool", "AvgPool"])
+def test_pooling(client, op, ksize, strides, padding):
+    fn = getattr(raw, op)
+    compile_and_compare(client, lambda x: fn(value=x, ksize=[1, ksize, ksize, 1], strides=[1, strides, strides, 1],
+                                             padding=padding) if op == "AvgPool" else
+                        fn(input=x, ksize=[1, ksize, ksize, 1], strides=[1, strides, strides, 1], padding=padding),
+                        [rand((2, 7, 7, 3))])
+
+
+@pytest.mark.parametrize("is_training", [False, True])
+def test_fused_batch_norm(client, is_training):
+    def fn(x, scale, offset, mean, var):
+        return raw.FusedBatchNormV3(x=x, scale=scale, offset=offset, mean=mean, variance=var, epsilon=1e-3,
+                                    is_training=is_training)[0]
+    c = 4
+    compile_and_compare(client, fn, [rand((2, 5, 5, c)), rand((c,), low=0.5, high=1.5), rand((c,)), rand((c,)),
+                                     rand((c,), low=0.5, high=2)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_array_ops(client, dtype):
+    """Reshape, Transpose, ConcatV2, Pack, Squeeze, ExpandDims, Shape, StridedSlice, Pad, Cast, IdentityN."""
+    def fn(x, y):
+        shape = tf.shape(x)
+        flat = raw.Reshape(tensor=x, shape=raw.Pack(values=[shape[0], -1], axis=0))
+        t = raw.Transpose(x=x, perm=tf.constant([2, 0, 1]))
+        cat = raw.ConcatV2(values=[x, y], axis=tf.constant(-1))
+        packed = raw.Pack(values=[x, y], axis=1)
+        sq = raw.Squeeze(input=raw.ExpandDims(input=x, axis=tf.constant(1)), axis=[1])
+        sl = x[1:, ::-1, tf.newaxis, 2]
+        sl2 = x[..., 1:3]
+        padded = raw.Pad(input=x, paddings=tf.constant([[0, 1], [2, 0], [1, 1]]))
+        cast = raw.Cast(x=x, DstT=tf.float64)
+        a, b = raw.IdentityN(input=[x, y])
+        return flat, t, cat, packed, sq, sl, sl2, padded, cast, a, b, tf.shape(x, out_type=tf.int64)
+    low, high = (0, 1) if dtype == np.bool_ else (-5, 5)
+    x, y = rand((2, 3, 4), np.int64, low, high).astype(dtype), rand((2, 3, 4), np.int64, low, high).astype(dtype)
+    compile_and_compare(client, fn, [x, y])
+
+
+def test_shape_arithmetic_stays_constant(client):
+    """Shape -> StridedSlice -> Pack -> Reshape folds to a constant: the Reshape needs it at compile time."""
+    def fn(x):
+        s = tf.shape(x)
+        return tf.reshape(x, tf.stack([s[0] * s[1], s[2] // 2, -1]))
+    executable = compile_and_compare(client, fn, [rand((2, 3, 4))])
+    assert [list(s.shape) for s in executable.signature.outputs] == [[6, 2, 2]]

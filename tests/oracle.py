@@ -1,0 +1,38 @@
+"""TensorFlow as the numeric oracle: freeze a function, compile it through the service, compare outputs."""
+import numpy as np
+import tensorflow as tf
+
+from xlacs import freeze
+
+
+def assert_close(got, want, rtol=1e-4, atol=1e-5):
+    """allclose relative to the output's scale (see ../shared/TESTING.md); exact for ints and bools."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, f"dtype {got.dtype} != TF's {want.dtype}"
+    assert got.shape == want.shape, f"shape {got.shape} != TF's {want.shape}"
+    if want.dtype.kind in "fcV" or want.dtype.name == "bfloat16":
+        wide = np.complex128 if want.dtype.kind == "c" else np.float64
+        g, w = got.astype(wide), want.astype(wide)
+        finite = np.isfinite(w)
+        scale = max(1.0, float(np.max(np.abs(w[finite])))) if finite.any() else 1.0
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def specs_of(args) -> list[tf.TensorSpec]:
+    return [tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args]
+
+
+def compile_and_compare(client, fn, args, *, rtol=1e-4, atol=1e-5, lower_control_flow=True, name=""):
+    """Compiles `fn` for the shapes of `args` on the service, runs it, and checks it against TF eager.
+    Returns the Executable (so callers can check its signature or cache tier)."""
+    frozen = freeze(tf.function(fn), *specs_of(args), lower_control_flow=lower_control_flow)
+    executable = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches, name=name)
+    got = executable.execute(dict(zip(frozen.feeds, args)))
+    want = fn(*[tf.constant(a) for a in args])
+    want = want if isinstance(want, (list, tuple)) else [want]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert_close(g, np.asarray(w), rtol=rtol, atol=atol)
+    return executable
