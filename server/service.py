@@ -76,6 +76,7 @@ class CompilationService:
         self.settings = settings
         self.devices = Devices(enumerate_devices(settings.devices))
         self.l1 = MemoryCache(settings.l1_max_entries, settings.l1_max_bytes)
+        self.tiers = [self.l1]  # every cache tier, fastest first; each has .tier (its name) and .stats
         self.counters = Counters()
         self._flights: dict[str, threading.Lock] = {}
         self._flights_lock = threading.Lock()

@@ -72,7 +72,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
 
     def GetStats(self, request, context):
         c = self.service.counters
-        tiers = [xlacs_pb2.TierStats(**vars(t.stats)) for t in (self.service.l1,)]
+        tiers = [xlacs_pb2.TierStats(**vars(t.stats)) for t in self.service.tiers]
         return xlacs_pb2.Stats(
             tiers=tiers, compiles=c.compiles, executes=c.executes, errors=c.errors,
             uptime_s=time.time() - c.started, version=version.VERSION,
