@@ -1,4 +1,4 @@
-"""Graph plumbing and array manipulation: placeholders, constants, shapes, slicing, joining."""
+"""Graph plumbing and tensor creation: placeholders, constants, shapes, reshapes, casts, fills, ranges, checks."""
 import jax.numpy as jnp
 import numpy as np
 
@@ -6,10 +6,20 @@ from xlacs_server.errors import InvalidRequest
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.registry import register_op
 
+INT32 = np.dtype(np.int32)
+
 
 def axes(value) -> tuple[int, ...]:
     """A constant axis or list of axes as a tuple of ints."""
     return tuple(int(a) for a in np.atleast_1d(value))
+
+
+def scalar(value, name: str):
+    """A constant scalar input; TF also accepts a length-1 vector for some of them."""
+    value = np.asarray(value)
+    if value.size != 1 or value.ndim > 1:
+        raise ValueError(f"{name} must be a scalar, got shape {list(value.shape)}")
+    return value.reshape(())
 
 
 @register_op("Placeholder", type_attr="dtype", foldable=False)
@@ -32,6 +42,26 @@ def identity(ctx, x, *, T, message=""):
     return [x]
 
 
+# A compiled program cannot raise mid-run; as in tf2xla, numeric checks pass their input through.
+@register_op("CheckNumerics", "CheckNumericsV2", dtypes=D.FLOAT)
+def check_numerics(ctx, tensor, *, T, message):
+    return [tensor]
+
+
+@register_op("Assert")
+def assert_(ctx, condition, *data, T, summarize=3):
+    return []
+
+
+@register_op("EnsureShape")
+def ensure_shape(ctx, input, *, shape, T):
+    if shape is not None and (len(shape) != input.ndim or
+                              any(want not in (-1, got) for want, got in zip(shape, input.shape))):
+        raise ValueError(f"input has shape {list(input.shape)}, but EnsureShape expects "
+                         f"{[None if d < 0 else d for d in shape]}")
+    return [input]
+
+
 @register_op("IdentityN")
 def identity_n(ctx, *xs, T):
     return list(xs)
@@ -43,29 +73,33 @@ def no_op(ctx):
 
 
 @register_op("Shape", type_attr="out_type")
-def shape(ctx, x, *, T, out_type=np.dtype(np.int32)):
+def shape(ctx, x, *, T, out_type=INT32):
     return [np.array(x.shape, dtype=out_type)]
 
 
+@register_op("ShapeN", type_attr="out_type")
+def shape_n(ctx, *xs, N, T, out_type=INT32):
+    return [np.array(x.shape, dtype=out_type) for x in xs]
+
+
+@register_op("Rank")
+def rank(ctx, input, *, T):
+    return [np.array(np.ndim(input), dtype=np.int32)]
+
+
+@register_op("Size", type_attr="out_type")
+def size(ctx, input, *, T, out_type=INT32):
+    return [np.array(np.size(input), dtype=out_type)]
+
+
 @register_op("Reshape", constant_inputs=("shape",))
-def reshape(ctx, tensor, shape, *, T, Tshape=np.dtype(np.int32)):
+def reshape(ctx, tensor, shape, *, T, Tshape=INT32):
     return [jnp.reshape(tensor, axes(shape) if shape.ndim else ())]
 
 
 @register_op("Transpose", constant_inputs=("perm",))
-def transpose(ctx, x, perm, *, T, Tperm=np.dtype(np.int32)):
+def transpose(ctx, x, perm, *, T, Tperm=INT32):
     return [jnp.transpose(x, axes(perm))]
-
-
-@register_op("ConcatV2", constant_inputs=(-1,))
-def concat_v2(ctx, *values_and_axis, N, T, Tidx=np.dtype(np.int32)):
-    *values, axis = values_and_axis
-    return [jnp.concatenate(values, axis=int(axis))]
-
-
-@register_op("Pack")
-def pack(ctx, *values, N, T, axis=0):
-    return [jnp.stack(values, axis=axis)]
 
 
 @register_op("Squeeze")
@@ -74,7 +108,7 @@ def squeeze(ctx, x, *, T, squeeze_dims=()):
 
 
 @register_op("ExpandDims", constant_inputs=("dim",))
-def expand_dims(ctx, x, dim, *, T, Tdim=np.dtype(np.int32)):
+def expand_dims(ctx, x, dim, *, T, Tdim=INT32):
     return [jnp.expand_dims(x, int(dim.reshape(-1)[0]))]
 
 
@@ -83,32 +117,43 @@ def cast(ctx, x, *, SrcT, DstT, Truncate=False):
     return [jnp.asarray(x).astype(DstT)]
 
 
-@register_op("StridedSlice", constant_inputs=("begin", "end", "strides"))
-def strided_slice(ctx, x, begin, end, strides, *, T, Index, begin_mask=0, end_mask=0, ellipsis_mask=0,
-                  new_axis_mask=0, shrink_axis_mask=0):
-    index = []
-    for i, (b, e, s) in enumerate(zip(begin.tolist(), end.tolist(), strides.tolist())):
-        bit = 1 << i
-        if ellipsis_mask & bit:
-            index.append(Ellipsis)
-        elif new_axis_mask & bit:
-            index.append(None)
-        elif shrink_axis_mask & bit:
-            index.append(b)
-        else:
-            index.append(slice(None if begin_mask & bit else b, None if end_mask & bit else e, s))
-    return [x[tuple(index)]]
+@register_op("Fill", constant_inputs=("dims",))
+def fill(ctx, dims, value, *, T, index_type=INT32):
+    return [jnp.broadcast_to(jnp.reshape(value, ()), axes(dims) if dims.ndim else ())]
 
 
-def _pad(x, paddings, constant_values=0):
-    return jnp.pad(x, [tuple(p) for p in paddings.tolist()], constant_values=constant_values)
+@register_op("Empty", type_attr="dtype", constant_inputs=("shape",))
+def empty(ctx, shape, *, dtype, init=False):
+    # Uninitialized memory may hold anything; zeros are what init=True asks for and a valid answer otherwise.
+    return [jnp.zeros(axes(shape) if shape.ndim else (), dtype)]
 
 
-@register_op("Pad", constant_inputs=("paddings",))
-def pad(ctx, x, paddings, *, T, Tpaddings=np.dtype(np.int32)):
-    return [_pad(x, paddings)]
+@register_op("Range", type_attr="Tidx", dtypes=D.REAL, constant_inputs=("start", "limit", "delta"))
+def range_(ctx, start, limit, delta, *, Tidx=INT32):
+    start, limit, delta = (scalar(v, n) for v, n in ((start, "start"), (limit, "limit"), (delta, "delta")))
+    if delta == 0:
+        raise ValueError("Range requires delta != 0")
+    if (delta > 0 and start > limit) or (delta < 0 and start < limit):
+        raise ValueError(f"Range requires start {'<=' if delta > 0 else '>='} limit when delta is "
+                         f"{'positive' if delta > 0 else 'negative'}: start={start}, limit={limit}")
+    if np.issubdtype(Tidx, np.integer):
+        count = (abs(int(limit) - int(start)) + abs(int(delta)) - 1) // abs(int(delta))
+        return [(start + np.arange(count, dtype=np.int64) * delta).astype(Tidx)]
+    count = int(np.ceil(np.abs((limit - start) / delta)))
+    # TF accumulates `value += delta`, so float results drift the same way only if we accumulate too.
+    steps = np.full(count, delta, dtype=Tidx)
+    steps[:1] = start
+    return [np.add.accumulate(steps, dtype=Tidx)]
 
 
-@register_op("PadV2", constant_inputs=("paddings",))
-def pad_v2(ctx, x, paddings, constant_values, *, T, Tpaddings=np.dtype(np.int32)):
-    return [_pad(x, paddings, constant_values)]
+@register_op("LinSpace", dtypes=D.FLOAT, constant_inputs=("num",))
+def lin_space(ctx, start, stop, num, *, T, Tidx=INT32):
+    num = int(scalar(num, "num"))
+    if num <= 0:
+        raise ValueError(f"LinSpace requires num > 0, got {num}")
+    start, stop = jnp.reshape(start, ()), jnp.reshape(stop, ())
+    if num == 1:
+        return [jnp.reshape(start, (1,))]
+    step = (stop - start) / jnp.asarray(num - 1, T)
+    values = start + step * jnp.arange(num, dtype=T)
+    return [values.at[0].set(start).at[-1].set(stop)]  # TF pins both ends exactly

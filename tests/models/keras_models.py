@@ -1,0 +1,46 @@
+"""Frozen Keras models with weights re-scaled so that activations stay of order 1 (../shared/TESTING.md)."""
+import functools
+
+import numpy as np
+import tensorflow as tf
+
+from xlacs import freeze
+
+
+def rescale_weights(model: tf.keras.Model, seed: int = 0) -> None:
+    """Kernels ~ N(0, 2/fan_in); BatchNorm gamma ~ U(0.8,1.2), beta/mean ~ N(0,0.1), variance ~ U(0.5,1.5)."""
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, tf.keras.layers.BatchNormalization):
+            gamma, beta, mean, var = layer.get_weights()
+            layer.set_weights([rng.uniform(0.8, 1.2, gamma.shape), rng.normal(0, 0.1, beta.shape),
+                               rng.normal(0, 0.1, mean.shape), rng.uniform(0.5, 1.5, var.shape)])
+            continue
+        weights = []
+        for w in layer.get_weights():
+            if w.ndim >= 2:
+                fan_in = int(np.prod(w.shape[:-1])) if not isinstance(
+                    layer, tf.keras.layers.DepthwiseConv2D) else int(np.prod(w.shape[:2]))
+                weights.append(rng.normal(0, np.sqrt(2.0 / fan_in), w.shape))
+            else:
+                weights.append(rng.normal(0, 0.1, w.shape))
+        if weights:
+            layer.set_weights([w.astype(np.float32) for w in weights])
+
+
+@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
+def keras_application(name: str, input_shape: tuple, seed: int = 0) -> tf.keras.Model:
+    """tf.keras.applications.<name> with weights=None, no classifier activation, and re-scaled weights."""
+    tf.keras.utils.set_random_seed(seed)
+    model = getattr(tf.keras.applications, name)(weights=None, input_shape=input_shape[1:],
+                                                 classifier_activation=None)
+    rescale_weights(model, seed)
+    return model
+
+
+def frozen_keras(name: str, input_shape: tuple, seed: int = 0, lower_control_flow: bool = True):
+    """(FrozenGraph, keras model) for a Keras application, frozen with convert_variables_to_constants_v2."""
+    model = keras_application(name, input_shape, seed)
+    fn = tf.function(lambda x: model(x, training=False))
+    return freeze(fn, tf.TensorSpec(input_shape, tf.float32), lower_control_flow=lower_control_flow), model

@@ -1,0 +1,132 @@
+"""Every error of the Compile/Execute path is a gRPC status a user can act on; the daemon keeps serving."""
+import logging
+import re
+from concurrent import futures
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from xlacs_server.rpc.errors import ErrorInterceptor
+from xlacs_server.service import Counters
+
+
+def graph_def(build) -> bytes:
+    g = tf.Graph()
+    with g.as_default():
+        build()
+    return g.as_graph_def().SerializeToString()
+
+
+def add_graph() -> bytes:
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        tf.identity(x + 1.0, name="y")
+    return graph_def(build)
+
+
+def code_and_details(excinfo) -> tuple[grpc.StatusCode, str]:
+    return excinfo.value.code(), excinfo.value.details()
+
+
+def test_malformed_graph_def(client):
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(b"\xff\x00garbage" * 10, {"x:0": ("float32", [2])}, ["y:0"])
+    code, details = code_and_details(e)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "GraphDef" in details
+
+
+@pytest.mark.parametrize("feeds,fetches,named", [
+    ({"nope:0": ("float32", [2, 3])}, ["y:0"], "nope:0"),
+    ({"x:0": ("float32", [2, 3])}, ["missing_fetch:0"], "missing_fetch:0"),
+])
+def test_unknown_feed_or_fetch(client, feeds, fetches, named):
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(add_graph(), feeds, fetches)
+    code, details = code_and_details(e)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and named in details
+
+
+def test_unsupported_ops_listed_before_compiling(client, server):
+    def build():
+        s = tf.compat.v1.placeholder(tf.string, [2], name="s")
+        joined = tf.strings.join([s, s], name="joined")
+        tf.strings.length(joined, name="length")
+        tf.strings.regex_replace(s, "a", "b", name="replaced")
+    before = server.service.counters.compiles
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(graph_def(build), {"x:0": ("float32", [1])}, ["length:0", "replaced:0"])
+    code, details = code_and_details(e)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT  # the string feed x:0 does not exist
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(graph_def(build), {}, ["length:0", "replaced:0"])
+    code, details = code_and_details(e)
+    assert code == grpc.StatusCode.UNIMPLEMENTED
+    for op, node in (("StringJoin", "joined"), ("StringLength", "length"), ("StaticRegexReplace", "replaced")):
+        assert f"{op} (node '{node}')" in details
+    assert server.service.counters.compiles == before
+
+
+def test_execute_wrong_dtype_and_shape(client):
+    executable = client.compile(add_graph(), {"x:0": ("float32", [2, 3])}, ["y:0"])
+    with pytest.raises(grpc.RpcError) as e:
+        executable(np.zeros((2, 3), np.float64))
+    code, details = code_and_details(e)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "expected float32[2, 3], got float64[2, 3]" in details
+    with pytest.raises(grpc.RpcError) as e:
+        executable(np.zeros((3, 2), np.float32))
+    assert "expected float32[2, 3], got float32[3, 2]" in e.value.details()
+    np.testing.assert_array_equal(executable(np.ones((2, 3), np.float32))[0], np.full((2, 3), 2, np.float32))
+
+
+def test_unknown_executable_id(client):
+    with pytest.raises(grpc.RpcError) as e:
+        client.stub.Execute(__import__("xlacs.v1.xlacs_pb2", fromlist=["x"]).ExecuteRequest(executable_id="nope-123"))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND and "nope-123" in e.value.details()
+
+
+def test_non_constant_input_names_node_and_input(client):
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [6], name="x")
+        shape = tf.compat.v1.placeholder(tf.int32, [2], name="shape")
+        tf.reshape(x, shape, name="reshaped")
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(graph_def(build), {"x:0": ("float32", [6]), "shape:0": ("int32", [2])}, ["reshaped:0"])
+    code, details = code_and_details(e)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "'reshaped'" in details and "'shape'" in details and "compile-time constant" in details
+
+
+def test_feed_dtype_disagrees_with_placeholder(client):
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(add_graph(), {"x:0": ("int32", [2, 3])}, ["y:0"])
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "placeholder 'x'" in e.value.details()
+
+
+def test_server_still_healthy(server):
+    with grpc.insecure_channel(server.address) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_unexpected_exception_is_internal_with_logged_request_id(caplog):
+    """A real server whose handler has a bug: the interceptor turns it into INTERNAL with a logged id."""
+    def buggy(request, context):
+        raise KeyError("a bug")
+    handler = grpc.method_handlers_generic_handler("test.Buggy", {"Call": grpc.unary_unary_rpc_method_handler(
+        buggy, request_deserializer=lambda b: b, response_serializer=lambda b: b)})
+    server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[ErrorInterceptor(Counters())])
+    server.add_generic_rpc_handlers([handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with caplog.at_level(logging.ERROR), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            with pytest.raises(grpc.RpcError) as e:
+                channel.unary_unary("/test.Buggy/Call")(b"")
+        assert e.value.code() == grpc.StatusCode.INTERNAL
+        request_id = re.search(r"request id (\w+)", e.value.details()).group(1)
+        assert request_id in caplog.text
+    finally:
+        server.stop(None)
