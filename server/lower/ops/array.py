@@ -138,12 +138,9 @@ def range_(ctx, start, limit, delta, *, Tidx=INT32):
                          f"{'positive' if delta > 0 else 'negative'}: start={start}, limit={limit}")
     if np.issubdtype(Tidx, np.integer):
         count = (abs(int(limit) - int(start)) + abs(int(delta)) - 1) // abs(int(delta))
-        return [(start + np.arange(count, dtype=np.int64) * delta).astype(Tidx)]
-    count = int(np.ceil(np.abs((limit - start) / delta)))
-    # TF accumulates `value += delta`, so float results drift the same way only if we accumulate too.
-    steps = np.full(count, delta, dtype=Tidx)
-    steps[:1] = start
-    return [np.add.accumulate(steps, dtype=Tidx)]
+    else:
+        count = int(np.ceil(np.abs((limit - start) / delta)))
+    return [start + np.arange(count).astype(Tidx) * delta]
 
 
 @register_op("LinSpace", dtypes=D.FLOAT, constant_inputs=("num",))

@@ -1,0 +1,137 @@
+"""Array ops (creation, shapes, slicing, joining, reversing, padding) against tf.raw_ops, through the service."""
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.oracle import compile_and_compare
+from xlacs import freeze
+
+rng = np.random.default_rng(0)
+raw = tf.raw_ops
+DTYPES = [np.float32, np.int32, np.bool_]
+
+
+def rand(shape, dtype=np.float32):
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-5, 6, size=shape).astype(dtype)
+    return rng.uniform(-3, 3, size=shape).astype(dtype)
+
+
+def ids(dtype):
+    return np.dtype(dtype).name
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_shapes_and_fills(client, dtype):
+    """Rank, Size, ShapeN, Fill, Empty, PlaceholderWithDefault, EnsureShape, CheckNumerics."""
+    def fn(x, y):
+        a, b = raw.ShapeN(input=[x, y], out_type=tf.int64)
+        filled = raw.Fill(dims=raw.Shape(input=y), value=x[0, 0])
+        empty = raw.Empty(shape=tf.constant([2, 3]), dtype=tf.as_dtype(dtype), init=True)
+        default = raw.PlaceholderWithDefault(input=x, shape=[2, 5])
+        ensured = raw.EnsureShape(input=x, shape=[2, None])
+        return raw.Rank(input=x), raw.Size(input=y, out_type=tf.int64), a, b, filled, empty, default, ensured
+    compile_and_compare(client, fn, [rand((2, 5), dtype), rand((3, 1, 4), dtype)])
+
+
+def test_check_numerics_and_assert_pass_values_through(client):
+    def fn(x, ok):
+        with tf.control_dependencies([raw.Assert(condition=ok, data=[x])]):
+            return raw.CheckNumerics(tensor=x, message="x is finite")
+    compile_and_compare(client, fn, [rand((3, 4)), np.array(True)])
+
+
+def test_ensure_shape_mismatch_is_an_error(client):
+    frozen = freeze(tf.function(lambda x: raw.EnsureShape(input=x, shape=[3, 5])), tf.TensorSpec([None, 5]))
+    with pytest.raises(grpc.RpcError, match=r"has shape \[2, 5\], but EnsureShape expects \[3, 5\]"):
+        client.compile(frozen.graph_def, {name: (np.float32, (2, 5)) for name in frozen.feeds}, frozen.fetches)
+
+
+@pytest.mark.parametrize("start,limit,delta,dtype", [
+    (0, 10, 3, tf.int32), (10, -3, -4, tf.int64), (0.5, 7.1, 0.3, tf.float32), (1.0, -2.0, -0.1, tf.float64),
+    (0.0, 1.0, 0.1, tf.float32)], ids=str)
+def test_range(client, start, limit, delta, dtype):
+    def fn(x):
+        r = raw.Range(start=tf.constant(start, dtype), limit=tf.constant(limit, dtype), delta=tf.constant(delta, dtype))
+        return r, tf.reshape(x, tf.shape(r))  # the Range output is a constant shape source
+    n = len(raw.Range(start=tf.constant(start, dtype), limit=tf.constant(limit, dtype),
+                      delta=tf.constant(delta, dtype)))
+    compile_and_compare(client, fn, [rand((n,))], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("num", [1, 2, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=ids)
+def test_lin_space(client, num, dtype):
+    compile_and_compare(client, lambda a, b: raw.LinSpace(start=a, stop=b, num=tf.constant(num)),
+                        [np.array(-1.3, dtype), np.array(4.1, dtype)], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_slicing(client, dtype):
+    """Slice (constant and runtime begin), Split, SplitV, Unpack, StridedSlice with every mask."""
+    def fn(x, begin):
+        whole = raw.Slice(input=x, begin=tf.constant([1, 0, 2]), size=tf.constant([1, -1, 2]))
+        moving = raw.Slice(input=x, begin=begin, size=tf.constant([1, 2, 3]))
+        halves = raw.Split(axis=tf.constant(-1), value=x, num_split=2)
+        parts = raw.SplitV(value=x, size_splits=tf.constant([1, -1, 1]), axis=tf.constant(1), num_split=3)
+        rows = raw.Unpack(value=x, num=3, axis=1)
+        masked = raw.StridedSlice(input=x, begin=tf.constant([0, 1, 0, 1]), end=tf.constant([0, 3, 0, -1]),
+                                  strides=tf.constant([1, 1, 1, 2]), begin_mask=1, end_mask=1, ellipsis_mask=0,
+                                  new_axis_mask=4, shrink_axis_mask=0)
+        shrunk = raw.StridedSlice(input=x, begin=tf.constant([1, -1]), end=tf.constant([2, 0]),
+                                  strides=tf.constant([1, -1]), ellipsis_mask=1, shrink_axis_mask=0, end_mask=2)
+        return (whole, moving, *halves, *parts, *rows, masked, shrunk)
+    compile_and_compare(client, fn, [rand((2, 3, 4), dtype), np.array([1, 1, 0], np.int32)])
+
+
+@pytest.mark.parametrize("strides,masks", [([1, 2, -1], {}), ([1, 2, 2], dict(begin_mask=2, end_mask=1)),
+                                           ([1, 2, 2], dict(shrink_axis_mask=1)),
+                                           ([1, 2, 2], dict(ellipsis_mask=1, new_axis_mask=2))], ids=str)
+def test_strided_slice_grad(client, strides, masks):
+    begin, end, strides, shape = tf.constant([1, 0, 1]), tf.constant([2, 3, 4]), tf.constant(strides), tf.constant([3, 4, 5])
+    dy_shape = tf.strided_slice(tf.zeros(shape), begin, end, strides, **masks).shape
+    compile_and_compare(client, lambda dy: raw.StridedSliceGrad(shape=shape, begin=begin, end=end, strides=strides,
+                                                                dy=dy, **masks), [rand(tuple(dy_shape))])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_joining(client, dtype):
+    """Concat, ConcatV2, ConcatOffset, Pack, Tile."""
+    def fn(x, y):
+        shape_x, shape_y = tf.shape(x), tf.shape(y)
+        offsets = raw.ConcatOffset(concat_dim=tf.constant(1), shape=[shape_x, shape_y, shape_x])
+        return (raw.Concat(concat_dim=tf.constant(1), values=[x, y, x]), raw.ConcatV2(values=[y, x], axis=tf.constant(-2)),
+                *offsets, raw.Pack(values=[x, x], axis=-1), raw.Tile(input=y, multiples=tf.constant([2, 1, 3])))
+    compile_and_compare(client, fn, [rand((2, 3, 4), dtype), rand((2, 1, 4), dtype)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_reversing(client, dtype):
+    def fn(x, lengths, short_lengths):
+        return (raw.Reverse(tensor=x, dims=tf.constant([True, False, True])),
+                raw.ReverseV2(tensor=x, axis=tf.constant([-1, 1])), raw.ReverseV2(tensor=x, axis=tf.constant([], tf.int32)),
+                raw.ReverseSequence(input=x, seq_lengths=lengths, seq_dim=2, batch_dim=0),
+                raw.ReverseSequence(input=x, seq_lengths=short_lengths, seq_dim=0, batch_dim=1))
+    compile_and_compare(client, fn, [rand((4, 3, 5), dtype), np.array([0, 5, 2, 1], np.int64),
+                                     np.array([4, 1, 2], np.int32)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64], ids=ids)
+@pytest.mark.parametrize("mode", ["REFLECT", "SYMMETRIC"])
+def test_padding(client, mode, dtype):
+    paddings = tf.constant([[1, 2], [0, 1], [2, 2]])
+
+    def fn(x, value):
+        return (raw.MirrorPad(input=x, paddings=paddings, mode=mode), raw.PadV2(input=x, paddings=paddings,
+                                                                               constant_values=value),
+                raw.Pad(input=x, paddings=paddings))
+    compile_and_compare(client, fn, [rand((3, 4, 5), dtype), np.array(7, dtype)])
+
+
+@pytest.mark.parametrize("mode", ["REFLECT", "SYMMETRIC"])
+def test_mirror_pad_grad(client, mode):
+    compile_and_compare(client, lambda g: raw.MirrorPadGrad(input=g, paddings=tf.constant([[1, 2], [2, 0]]), mode=mode),
+                        [rand((7, 6))])
