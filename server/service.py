@@ -15,14 +15,17 @@ import numpy as np
 from google.protobuf import text_format
 
 from xlacs import dtypes
+from xlacs_server import metrics
 from xlacs_server import passes  # noqa: F401  (registers the passes)
 from xlacs_server.cache.memory import MemoryCache
 from xlacs_server.compile.cache_key import CACHE_FORMAT_VERSION, cache_key
 from xlacs_server.compile.compiler import TensorSig, compile_graph
+from xlacs_server.compile.weights import lift_weights, weight_values
 from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidRequest, NotFound
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
-from xlacs_server.execute.executable import Executable
+from xlacs_server.execute.executable import Executable, LoadedExecutable
+from xlacs_server.execute.weights import WeightStore
 from xlacs_server.graph.fingerprint import fingerprint
 from xlacs_server.graph.importer import export_graph, import_graph
 from xlacs_server.graph.ir import Endpoint, Graph
@@ -44,7 +47,7 @@ class CompileSpec:
 
 @dataclasses.dataclass
 class CompileResult:
-    executable: Executable
+    loaded: LoadedExecutable
     cache: str  # "miss" or the tier that hit
     stage_ms: dict[str, float]
 
@@ -64,6 +67,7 @@ class Stopwatch:
 
 @dataclasses.dataclass
 class Counters:
+    requests: int = 0  # RPCs received, counted by the interceptor
     compiles: int = 0
     executes: int = 0
     errors: int = 0
@@ -78,6 +82,9 @@ class CompilationService:
         self.l1 = MemoryCache(settings.l1_max_entries, settings.l1_max_bytes)
         self.tiers = [self.l1]  # every cache tier, fastest first; each has .tier (its name) and .stats
         self.counters = Counters()
+        self.weights = WeightStore()
+        self._loaded: collections.OrderedDict[str, LoadedExecutable] = collections.OrderedDict()
+        self._loaded_lock = threading.Lock()
         self._flights: dict[str, threading.Lock] = {}
         self._flights_lock = threading.Lock()
 
@@ -88,20 +95,34 @@ class CompilationService:
         device = self.devices.resolve(spec.device)
         with watch.stage("parse"):
             graph = with_signature(import_graph(spec.graph_def, self.settings.max_tensor_elements), spec)
+            graph = lift_weights(graph, self.settings.lift_threshold_bytes, device.platform)
             inputs = [TensorSig(str(e), dtypes.to_numpy(dtype), tuple(shape))
                       for e, (_, dtype, shape) in zip(graph.feeds, spec.feeds)]
         with watch.stage("key"):
             key = cache_key(spec.graph_name or "graph", self.ingredients(graph, inputs, device))
-        executable = self.l1.get(key)
-        if executable is not None:
-            return CompileResult(executable, self.l1.tier, watch.ms)
-        with self._single_flight(key):
-            executable = self.l1.peek(key)  # compiled by a concurrent request while this one waited
-            if executable is not None:
-                return CompileResult(executable, self.l1.tier, watch.ms)
-            executable = self._compile_miss(key, spec, graph, inputs, device, watch)
-            self.l1.put(key, executable)
-            return CompileResult(executable, "miss", watch.ms)
+        executable, tier = self.l1.get(key), self.l1.tier
+        if executable is None:
+            with self._single_flight(key):
+                executable = self.l1.peek(key)  # compiled by a concurrent request while this one waited
+                if executable is None:
+                    with metrics.compiling(device.name, watch.ms):
+                        executable, tier = self._compile_miss(key, spec, graph, inputs, device, watch), "miss"
+                    self.l1.put(key, executable)
+        with watch.stage("bind"):
+            loaded = self._bind(executable, graph, device)
+        return CompileResult(loaded, tier, watch.ms)
+
+    def _bind(self, executable: Executable, graph: Graph, device: DeviceRef) -> LoadedExecutable:
+        """The executable bound to this graph's weights; its id adds the weights' digest to the key."""
+        digest, buffers = self.weights.bind(weight_values(graph), device.device)
+        loaded = LoadedExecutable(f"{executable.key}.{digest[:16]}" if buffers else executable.key, executable,
+                                  buffers)
+        with self._loaded_lock:
+            self._loaded[loaded.id] = loaded
+            self._loaded.move_to_end(loaded.id)
+            while len(self._loaded) > self.settings.max_loaded:
+                self._loaded.popitem(last=False)
+        return loaded
 
     def ingredients(self, graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> list[tuple[str, str]]:
         backend = device.device.client
@@ -110,7 +131,7 @@ class CompilationService:
             ("signature", repr(([(s.name, str(s.dtype), s.shape) for s in inputs], [str(f) for f in graph.fetches]))),
             ("device", f"{device.platform}:{device.kind}"),
             ("runtime", f"jax={jax.__version__};jaxlib={jaxlib.__version__};pjrt={backend.platform_version}"),
-            ("compile_options", "default"),
+            ("compile_options", f"lift_threshold_bytes={self.settings.lift_threshold_bytes}"),
             ("pass_pipeline", pipeline_identity()),
             ("cache_format", str(CACHE_FORMAT_VERSION)),
         ]
@@ -126,8 +147,9 @@ class CompilationService:
         self.counters.compiles += 1
         log.info("compiled %s on %s in %.0f ms (%s)", key, device.name, sum(watch.ms.values()),
                  ", ".join(f"{k} {v:.0f}" for k, v in watch.ms.items()))
-        return Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.compiled,
-                          program.stablehlo, dict(watch.ms), records, len(program.stablehlo))
+        return Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.params,
+                          program.compiled, program.stablehlo, dict(watch.ms), records, len(program.stablehlo),
+                          op_histogram=dict(collections.Counter(n.op for n in graph.nodes.values())))
 
     @contextlib.contextmanager
     def _single_flight(self, key: str):
@@ -148,18 +170,19 @@ class CompilationService:
 
     # --- Execute and introspection ------------------------------------------------------------------
 
-    def executable(self, executable_id: str) -> Executable:
-        executable = self.l1.peek(executable_id)
-        if executable is None:
+    def loaded(self, executable_id: str) -> LoadedExecutable:
+        with self._loaded_lock:
+            loaded = self._loaded.get(executable_id)
+        if loaded is None:
             raise NotFound(f"executable {executable_id!r} is not loaded on this server; Compile it first")
-        return executable
+        return loaded
 
     def execute(self, executable_id: str, inputs: dict[str, np.ndarray]) -> tuple[Executable, list[np.ndarray]]:
-        executable = self.executable(executable_id)
-        outputs = executable.run(inputs)
-        executable.touch()
+        loaded = self.loaded(executable_id)
+        with metrics.executing(loaded.executable.device.name):
+            outputs = loaded.run(inputs)
         self.counters.executes += 1
-        return executable, outputs
+        return loaded.executable, outputs
 
     def check_graph(self, graph_def: bytes, device: str) -> tuple[collections.Counter, dict[str, list[str]], int]:
         graph = import_graph(graph_def, self.settings.max_tensor_elements)

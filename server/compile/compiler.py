@@ -7,6 +7,7 @@ import time
 import jax
 import numpy as np
 
+from xlacs_server.compile.weights import weight_values
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.graph.ir import Graph
 from xlacs_server.lower.engine import build_program
@@ -27,13 +28,20 @@ class CompiledProgram:
     compiled: object  # jax.stages.Compiled
     stablehlo: str
     outputs: list[TensorSig]
+    params: list[TensorSig]
     lower_ms: float
     compile_ms: float
 
 
+def param_sigs(graph: Graph) -> list[TensorSig]:
+    return [TensorSig(str(e), v.dtype, v.shape) for e, v in zip(graph.params, weight_values(graph))]
+
+
 def compile_graph(graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> CompiledProgram:
+    """Compiles the graph as a function of its feeds (`inputs`) followed by its lifted weights."""
     sharding = jax.sharding.SingleDeviceSharding(device.device)
-    specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in inputs]
+    params = param_sigs(graph)
+    specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in [*inputs, *params]]
     start = time.perf_counter()
     lowered = jax.jit(build_program(graph, device.platform)).lower(*specs)
     stablehlo = lowered.as_text()
@@ -41,4 +49,5 @@ def compile_graph(graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> C
     compiled = lowered.compile()
     done = time.perf_counter()
     outputs = [TensorSig(str(f), np.dtype(o.dtype), tuple(o.shape)) for f, o in zip(graph.fetches, compiled.out_info)]
-    return CompiledProgram(compiled, stablehlo, outputs, (lowered_at - start) * 1e3, (done - lowered_at) * 1e3)
+    return CompiledProgram(compiled, stablehlo, outputs, params, (lowered_at - start) * 1e3,
+                           (done - lowered_at) * 1e3)

@@ -1,4 +1,4 @@
-"""A compiled executable with its signature and compile record; runs on its device."""
+"""Compiled executables (weight-independent programs) and their bindings to weights, which Execute runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,16 +15,19 @@ from xlacs_server.execute.devices import DeviceRef
 
 @dataclasses.dataclass
 class Executable:
-    id: str
+    """One compiled program: the cache's unit. Takes the feeds, then the lifted weights."""
+    key: str
     graph_name: str
     device: DeviceRef
     inputs: list[TensorSig]
     outputs: list[TensorSig]
+    params: list[TensorSig]
     compiled: object  # jax.stages.Compiled
     stablehlo: str
     stage_ms: dict[str, float]
     passes: list
     size_bytes: int
+    op_histogram: dict[str, int] = dataclasses.field(default_factory=dict)  # op -> nodes of the lowered graph
     created: float = dataclasses.field(default_factory=time.time)
     hits: int = 0
     last_used: float = 0.0
@@ -41,7 +44,7 @@ class Executable:
         unknown = sorted(set(given) - expected)
         missing = sorted(expected - set(given))
         if unknown or missing:
-            raise InvalidRequest(f"executable {self.id} takes inputs {sorted(expected)}; "
+            raise InvalidRequest(f"executable {self.key} takes inputs {sorted(expected)}; "
                                  f"unknown: {unknown}, missing: {missing}")
         ordered = []
         for sig in self.inputs:
@@ -51,7 +54,16 @@ class Executable:
             ordered.append(array)
         return ordered
 
+
+@dataclasses.dataclass
+class LoadedExecutable:
+    """What an executable id names: a program bound to one set of device-resident weights."""
+    id: str
+    executable: Executable
+    weights: list[jax.Array]
+
     def run(self, given: dict[str, np.ndarray]) -> list[np.ndarray]:
-        arrays = jax.device_put(self.check_inputs(given), self.device.device)
-        self.last_used = time.time()
-        return [np.asarray(out) for out in self.compiled(*arrays)]
+        arrays = jax.device_put(self.executable.check_inputs(given), self.executable.device.device)
+        outputs = self.executable.compiled(*arrays, *self.weights)
+        self.executable.touch()
+        return [np.asarray(out) for out in outputs]

@@ -1,7 +1,8 @@
 """The canonical fingerprint of a compile unit: a Merkle hash over what the fetches reach.
 
 Node names, node order, device strings, `_`-prefixed attrs and debug info do not enter it; ops, attrs,
-topology, constant values and the feed positions do. TF1 loop bodies, reached only through
+topology, the feed positions, and the values of constants kept in the program do. Lifted weights enter by
+position, dtype and shape only. TF1 loop bodies, reached only through
 NextIteration back edges, enter through the sorted digests of their NextIteration nodes.
 """
 import hashlib
@@ -21,17 +22,24 @@ def _attr_digest(value) -> bytes:
 
 
 def fingerprint(graph: Graph) -> str:
-    feed_position = {e: i for i, e in enumerate(graph.feeds)}
+    leaves = {e: f"feed:{i}".encode() for i, e in enumerate(graph.feeds)}
+    for i, e in enumerate(graph.params):
+        value = graph.nodes[e.node].attrs["value"]
+        leaves[e] = f"param:{i}:{value.dtype.str}:{value.shape}".encode()
     digests: dict[str, bytes] = {}
 
     def endpoint_digest(e: Endpoint) -> bytes:
-        if e in feed_position:
-            return f"feed:{feed_position[e]}".encode()
+        if e in leaves:
+            return leaves[e]
         if e.node not in digests:  # a loop back edge: the body enters through its NextIteration
             return f"backedge:{graph.nodes[e.node].op}:{e.index}".encode()
         return digests[e.node] + f":{e.index}".encode()
 
+    leaf_nodes = {e.node: digest for e, digest in leaves.items()}
     for node in graph.topological_order():
+        if node.name in leaf_nodes:  # a program input: its value and its own inputs do not matter
+            digests[node.name] = leaf_nodes[node.name]
+            continue
         h = hashlib.sha256(node.op.encode())
         for key in sorted(k for k in node.attrs if not k.startswith("_")):
             h.update(key.encode())
@@ -42,7 +50,7 @@ def fingerprint(graph: Graph) -> str:
             h.update(b"ctl:" + control)
         digests[node.name] = h.digest()
 
-    top = hashlib.sha256(f"feeds:{len(graph.feeds)}".encode())
+    top = hashlib.sha256(f"feeds:{len(graph.feeds)};params:{len(graph.params)}".encode())
     for e in graph.fetches:
         top.update(b"fetch:" + endpoint_digest(e))
     for loop_body in sorted(d for n, d in digests.items() if graph.nodes[n].op == "NextIteration"):

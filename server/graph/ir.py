@@ -48,6 +48,8 @@ class Graph:
     # The compile unit's signature: fed endpoints are program parameters, fetches its results.
     feeds: list[Endpoint] = dataclasses.field(default_factory=list)
     fetches: list[Endpoint] = dataclasses.field(default_factory=list)
+    # Lifted weights (Const outputs): program parameters after the feeds, bound at Execute.
+    params: list[Endpoint] = dataclasses.field(default_factory=list)
 
     def replace(self, **changes) -> "Graph":
         return dataclasses.replace(self, **changes)

@@ -65,12 +65,12 @@ def _to_host(value):
 
 
 def build_program(graph: Graph, platform: str) -> Callable:
-    """The graph as a JAX function from its feeds (in order) to its fetches (in order)."""
+    """The graph as a JAX function from its feeds then its lifted weights (in order) to its fetches (in order)."""
     order = graph.topological_order()
     lowerer = Lowerer(graph, platform)
 
     def program(*args):
-        env = dict(zip(graph.feeds, args))
+        env = dict(zip([*graph.feeds, *graph.params], args))
         lowerer.run(order, env)
         missing = [str(f) for f in graph.fetches if f not in env]
         if missing:

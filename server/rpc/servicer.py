@@ -37,9 +37,9 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             feeds.append((f.name, f.dtype, tuple(f.shape)))
         result = self.service.compile(CompileSpec(request.graph_def, feeds, list(request.fetches),
                                                   request.device, request.graph_name))
-        return xlacs_pb2.CompileResponse(executable_id=result.executable.id, signature=_signature(result.executable),
-                                         stage_ms=result.stage_ms, cache=result.cache,
-                                         passes=_passes(result.executable))
+        executable = result.loaded.executable
+        return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(executable),
+                                         stage_ms=result.stage_ms, cache=result.cache, passes=_passes(executable))
 
     def Execute(self, request, context):
         inputs = {}
@@ -79,8 +79,8 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             devices=[xlacs_pb2.Device(name=d.name, platform=d.platform, kind=d.kind) for d in self.service.devices.all])
 
     def GetExecutable(self, request, context):
-        e = self.service.executable(request.executable_id)
+        e = self.service.loaded(request.executable_id).executable
         return xlacs_pb2.ExecutableInfo(
-            executable_id=e.id, graph_name=e.graph_name, device=e.device.name, signature=_signature(e),
+            executable_id=request.executable_id, graph_name=e.graph_name, device=e.device.name, signature=_signature(e),
             stage_ms=e.stage_ms, passes=_passes(e), size_bytes=e.size_bytes, hits=e.hits,
             created_unix=e.created, last_used_unix=e.last_used)
