@@ -1,0 +1,66 @@
+"""Ops whose output shape depends on input values: Where, Unique, ListDiff.
+
+A compiled program has static shapes, so these lower only when their inputs are compile-time constants
+(they then run on the host); a runtime input is reported as NotConstant.
+"""
+import numpy as np
+
+from xlacs_server.lower.ops.array import INT32, axes
+from xlacs_server.lower.registry import register_op
+
+
+@register_op("Where", constant_inputs=("input",))
+def where(ctx, input, *, T=np.dtype(np.bool_)):
+    return [np.argwhere(input).astype(np.int64)]
+
+
+def unique(x: np.ndarray, axis: int | None, out_idx):
+    """(values, idx, counts) with the values in order of first occurrence, as TF returns them."""
+    _, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    values = np.take(x, first[order], axis=0 if axis is None else axis)
+    return [values, rank[inverse.reshape(-1)].astype(out_idx), counts[order].astype(out_idx)]
+
+
+@register_op("Unique", constant_inputs=("x",))
+def unique_1d(ctx, x, *, T, out_idx=INT32):
+    if x.ndim != 1:
+        raise ValueError(f"x must be a vector, got shape {list(x.shape)}")
+    return unique(x, None, out_idx)[:2]
+
+
+@register_op("UniqueWithCounts", constant_inputs=("x",))
+def unique_with_counts(ctx, x, *, T, out_idx=INT32):
+    if x.ndim != 1:
+        raise ValueError(f"x must be a vector, got shape {list(x.shape)}")
+    return unique(x, None, out_idx)
+
+
+def unique_axis(x, axis) -> int | None:
+    """UniqueV2's axis tensor: empty flattens x (which must then be a vector), else one axis."""
+    axis = axes(axis) if np.size(axis) else ()
+    if len(axis) > 1:
+        raise ValueError(f"axis must hold at most one value, got {list(axis)}")
+    if not axis:
+        if x.ndim != 1:
+            raise ValueError(f"an empty axis needs a vector x, got shape {list(x.shape)}")
+        return None
+    return axis[0] % x.ndim
+
+
+@register_op("UniqueV2", constant_inputs=("x", "axis"))
+def unique_v2(ctx, x, axis, *, T, Taxis=np.dtype(np.int64), out_idx=INT32):
+    return unique(x, unique_axis(x, axis), out_idx)[:2]
+
+
+@register_op("UniqueWithCountsV2", constant_inputs=("x", "axis"))
+def unique_with_counts_v2(ctx, x, axis, *, T, Taxis=np.dtype(np.int64), out_idx=INT32):
+    return unique(x, unique_axis(x, axis), out_idx)
+
+
+@register_op("ListDiff", constant_inputs=("x", "y"))
+def list_diff(ctx, x, y, *, T, out_idx=INT32):
+    kept = np.flatnonzero(~np.isin(x, y))
+    return [x[kept], kept.astype(out_idx)]
