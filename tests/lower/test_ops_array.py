@@ -135,3 +135,55 @@ def test_padding(client, mode, dtype):
 def test_mirror_pad_grad(client, mode):
     compile_and_compare(client, lambda g: raw.MirrorPadGrad(input=g, paddings=tf.constant([[1, 2], [2, 0]]), mode=mode),
                         [rand((7, 6))])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=ids)
+def test_space_batch_rearrangements(client, dtype):
+    def fn(x, y):
+        to_batch = raw.SpaceToBatchND(input=x, block_shape=tf.constant([2, 3]), paddings=tf.constant([[1, 1], [2, 1]]))
+        back = raw.BatchToSpaceND(input=to_batch, block_shape=tf.constant([2, 3]), crops=tf.constant([[1, 1], [2, 1]]))
+        one_d = raw.SpaceToBatchND(input=y, block_shape=tf.constant([2]), paddings=tf.constant([[0, 2]]))
+        legacy = raw.SpaceToBatch(input=x, paddings=tf.constant([[0, 0], [1, 1]]), block_size=2)
+        return (to_batch, back, one_d, legacy, raw.BatchToSpace(input=legacy, crops=tf.constant([[0, 0], [1, 1]]),
+                                                                block_size=2),
+                raw.BatchToSpaceND(input=y, block_shape=tf.constant([2]), crops=tf.constant([[1, 0]])))
+    compile_and_compare(client, fn, [rand((2, 4, 6, 3), dtype), rand((4, 6, 2), dtype)])
+
+
+@pytest.mark.parametrize("block", [2, 3])
+def test_space_depth_rearrangements(client, block):
+    def fn(x):
+        down = raw.SpaceToDepth(input=x, block_size=block)
+        return down, raw.DepthToSpace(input=down, block_size=block), raw.DepthToSpace(input=x, block_size=2)
+    compile_and_compare(client, fn, [rand((2, 6, 12, 4))])
+
+
+def test_space_depth_nchw(client):
+    # TF's CPU kernels only run NHWC; the oracle is the NHWC op between transposes.
+    def fn(x):
+        nchw = tf.transpose(x, [0, 3, 1, 2])
+        down = tf.transpose(raw.SpaceToDepth(input=nchw, block_size=2, data_format="NCHW"), [0, 2, 3, 1])
+        up = tf.transpose(raw.DepthToSpace(input=nchw, block_size=2, data_format="NCHW"), [0, 2, 3, 1])
+        return down, up
+    x = rand((1, 4, 6, 8))
+    frozen_fn = tf.function(fn)
+    graph = frozen_fn.get_concrete_function(tf.TensorSpec(x.shape)).graph.as_graph_def()
+    assert {n.op for n in graph.node} >= {"SpaceToDepth", "DepthToSpace"}
+    want = [raw.SpaceToDepth(input=x, block_size=2), raw.DepthToSpace(input=x, block_size=2)]
+    executable = client.compile_function(frozen_fn, tf.TensorSpec(x.shape))
+    for got, expected in zip(executable.execute({"x:0": x}), want):
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("ksizes,strides,rates", [(2, 1, 1), (3, 2, 1), (2, 3, 2)], ids=str)
+def test_extract_image_patches(client, ksizes, strides, rates, padding):
+    compile_and_compare(client, lambda x: raw.ExtractImagePatches(
+        images=x, ksizes=[1, ksizes, ksizes + 1, 1], strides=[1, strides, strides, 1], rates=[1, rates, rates, 1],
+        padding=padding), [rand((2, 7, 8, 3))])
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_extract_volume_patches(client, padding):
+    compile_and_compare(client, lambda x: raw.ExtractVolumePatches(
+        input=x, ksizes=[1, 2, 3, 2, 1], strides=[1, 2, 1, 2, 1], padding=padding), [rand((1, 5, 6, 7, 2), np.int32)])
