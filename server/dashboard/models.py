@@ -1,0 +1,170 @@
+"""The pydantic models of the JSON twins: each page renders exactly one of these."""
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Device(BaseModel):
+    name: str = Field(description="cpu:0, gpu:1, ...")
+    platform: str
+    kind: str = Field(description="PJRT's device kind")
+    memory_used_bytes: int | None = Field(description="in use on the device; for a CPU device, this process's RSS")
+    memory_limit_bytes: int | None = Field(description="the device's capacity; for a CPU device, the host's RAM")
+    memory_source: str | None = Field(description="pjrt (the device allocator) or host (a CPU device)")
+    compiles_in_flight: int
+    executions_in_flight: int
+    busy: bool = Field(description="a compile or an execution is running on the device")
+
+
+class Versions(BaseModel):
+    xlacs: str
+    jax: str
+    jaxlib: str
+    python: str
+    pjrt: dict[str, str] = Field(description="PJRT platform version by platform")
+
+
+class Rates(BaseModel):
+    """Events per second over the last `window_s`; null until the sampler has history that long."""
+    window_s: float
+    requests: float | None
+    errors: float | None
+    compiles: float | None
+    executes: float | None
+
+
+class Totals(BaseModel):
+    requests: int
+    errors: int
+    compiles: int = Field(description="compiles that missed every cache tier")
+    executes: int
+
+
+class Overview(BaseModel):
+    devices: list[Device]
+    versions: Versions
+    started_unix: float
+    uptime_s: float
+    totals: Totals
+    rates: Rates
+
+
+class Op(BaseModel):
+    op: str
+    platform: str | None = Field(description="null for the generic rule, else the platform it overrides")
+    module: str
+    dtypes: list[str] = Field(description="allowed values of the type attr; empty: any dtype")
+    devices: list[str]
+    constant_inputs: list[str] = Field(description="inputs that must be compile-time constants")
+    attrs: list[str]
+    graphs: int = Field(description="executables in the memory cache whose graph uses the op")
+    nodes: int = Field(description="nodes of the op over those graphs")
+
+
+class Coverage(BaseModel):
+    reference: str = Field(description="the op list compared against")
+    device: str | None = Field(description="covered on this platform; null: on any platform")
+    total: int
+    covered: list[str]
+    missing: list[str]
+    percent: float
+
+
+class Ops(BaseModel):
+    query: str
+    device: str | None
+    platforms: list[str]
+    registered: int = Field(description="registrations before filtering")
+    ops: list[Op]
+    coverage: Coverage
+
+
+class Tier(BaseModel):
+    tier: str
+    hits: int
+    misses: int
+    hit_rate: float | None = Field(description="hits / lookups since start; null before any lookup")
+    entries: int
+    bytes: int
+    evictions: int
+    integrity_errors: int
+    compile_s_saved: float
+
+
+class HitRatePoint(BaseModel):
+    time_unix: float
+    hit_rate: float | None = Field(description="in the interval ending at time_unix; null without lookups")
+    lookups: int
+
+
+class TierHistory(BaseModel):
+    tier: str
+    points: list[HitRatePoint]
+
+
+class Cache(BaseModel):
+    interval_s: float = Field(description="seconds between samples")
+    tiers: list[Tier]
+    history: list[TierHistory]
+
+
+class TensorSpec(BaseModel):
+    name: str
+    dtype: str
+    shape: list[int]
+
+
+class ExecutableSummary(BaseModel):
+    key: str = Field(description="the cache key: the executable id without its weights digest")
+    key_prefix: str = Field(description="the first hex digits of the key's hash")
+    graph_name: str
+    device: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    stage_ms: dict[str, float]
+    compile_ms: float = Field(description="the sum of the stages")
+    size_bytes: int
+    hits: int
+    created_unix: float
+    last_used_unix: float | None
+
+
+class Executables(BaseModel):
+    executables: list[ExecutableSummary]
+
+
+class Pass(BaseModel):
+    name: str
+    grouping: str
+    phase: int
+    ms: float
+    nodes_before: int
+    nodes_after: int
+
+
+class ExecutableDetail(ExecutableSummary):
+    passes: list[Pass]
+    op_histogram: dict[str, int]
+    stablehlo_url: str
+    hlo_url: str
+
+
+class Error(BaseModel):
+    time_unix: float
+    request_id: str | None
+    method: str
+    code: str
+    message: str
+
+
+class Errors(BaseModel):
+    total: int = Field(description="errors since start; `errors` holds the most recent ones")
+    errors: list[Error]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Problem(BaseModel):
+    detail: str

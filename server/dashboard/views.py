@@ -1,0 +1,160 @@
+"""The data behind each page, read from the live service. Each view is a FastAPI dependency returning a model."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import platform
+from importlib import resources
+from typing import Annotated
+
+import jax
+import jaxlib
+from fastapi import Depends, HTTPException, Path, Query, Request
+
+from xlacs_server import metrics, version
+from xlacs_server.dashboard import models
+from xlacs_server.dashboard.sampler import Sampler, hit_rates, rate
+from xlacs_server.lower import registry
+
+# The ops that had XLA kernels in TF 1.14, which the seed article lists.
+SEED_OPS = tuple(resources.files(__package__).joinpath("data/seed_xla_ops.txt").read_text().split())
+SEED_REFERENCE = f"TF 1.14's XLA kernels ({len(SEED_OPS)} ops)"
+RATE_WINDOW_S = 60.0
+
+
+@dataclasses.dataclass
+class Dashboard:
+    """What the views read: the service, its sampled history, and whether the daemon is draining."""
+    service: object  # a CompilationService
+    sampler: Sampler
+    draining: bool = False
+
+
+def dashboard(request: Request) -> Dashboard:
+    return request.app.state.dashboard
+
+
+Dash = Annotated[Dashboard, Depends(dashboard)]
+CacheKey = Annotated[str, Path(description="an executable's cache key (an executable id without its weights digest)")]
+
+
+def overview(dash: Dash) -> models.Overview:
+    service, history, latest = dash.service, dash.sampler.history(), dash.sampler.now()
+    return models.Overview(
+        devices=[_device(d) for d in service.devices.all],
+        versions=models.Versions(xlacs=version.VERSION, jax=jax.__version__, jaxlib=jaxlib.__version__,
+                                 python=platform.python_version(),
+                                 pjrt={d.platform: d.device.client.platform_version for d in service.devices.all}),
+        started_unix=service.counters.started, uptime_s=latest.time - service.counters.started,
+        totals=models.Totals(requests=latest.requests, errors=latest.errors, compiles=latest.compiles,
+                             executes=latest.executes),
+        rates=models.Rates(window_s=RATE_WINDOW_S, **{field: rate(history, latest, field, RATE_WINDOW_S)
+                                                      for field in ("requests", "errors", "compiles", "executes")}))
+
+
+def _device(d) -> models.Device:
+    memory = metrics.device_memory(d)
+    compiles, executions = metrics.in_flight(d.name, "compile"), metrics.in_flight(d.name, "execute")
+    return models.Device(name=d.name, platform=d.platform, kind=d.kind,
+                         memory_used_bytes=memory.in_use_bytes if memory else None,
+                         memory_limit_bytes=memory.limit_bytes if memory else None,
+                         memory_source=memory.source if memory else None,
+                         compiles_in_flight=compiles, executions_in_flight=executions, busy=compiles + executions > 0)
+
+
+def ops(dash: Dash, q: Annotated[str, Query(max_length=200, description="part of an op or module name")] = "",
+        device: Annotated[str, Query(pattern=f"^({'|'.join(registry.PLATFORMS)})?$",
+                                     description="only the ops this platform can lower; empty: any")] = "",
+        ) -> models.Ops:
+    platform_name = device or None
+    graphs, nodes = collections.Counter(), collections.Counter()
+    for executable in dash.service.l1.values():
+        graphs.update(executable.op_histogram.keys())
+        nodes.update(executable.op_histogram)
+    registered = registry.registrations()
+    needle = q.strip().lower()
+    shown = [l for l in registered
+             if (needle in l.op.lower() or needle in l.module.lower())
+             and (platform_name is None or (platform_name in l.devices and l.platform in (None, platform_name)))]
+    return models.Ops(query=q, device=platform_name, platforms=list(registry.PLATFORMS), registered=len(registered),
+                      ops=[_op(l, graphs[l.op], nodes[l.op]) for l in shown], coverage=_coverage(platform_name))
+
+
+def _op(l: registry.Lowering, graphs: int, nodes: int) -> models.Op:
+    return models.Op(op=l.op, platform=l.platform, module=l.module, dtypes=sorted(str(d) for d in l.dtypes or ()),
+                     devices=sorted(l.devices), attrs=sorted(l.attrs), graphs=graphs, nodes=nodes,
+                     constant_inputs=[l.constant_input_index(c, len(l.input_names) or 1)[1]
+                                      for c in l.constant_inputs])
+
+
+def _coverage(platform_name: str | None) -> models.Coverage:
+    platforms = [platform_name] if platform_name else registry.PLATFORMS
+    covered = [op for op in SEED_OPS if any(registry.lookup(op, p) for p in platforms)]
+    missing = [op for op in SEED_OPS if op not in set(covered)]
+    return models.Coverage(reference=SEED_REFERENCE, device=platform_name, total=len(SEED_OPS), covered=covered,
+                           missing=missing, percent=100.0 * len(covered) / len(SEED_OPS))
+
+
+def cache(dash: Dash) -> models.Cache:
+    history = dash.sampler.history()
+    tiers = []
+    for t in dash.service.tiers:
+        s = t.stats
+        lookups = s.hits + s.misses
+        tiers.append(models.Tier(tier=t.tier, hits=s.hits, misses=s.misses,
+                                 hit_rate=s.hits / lookups if lookups else None, entries=s.entries, bytes=s.bytes,
+                                 evictions=s.evictions, integrity_errors=s.errors,
+                                 compile_s_saved=s.compile_ms_saved / 1e3))
+    return models.Cache(interval_s=dash.sampler.interval_s, tiers=tiers, history=[
+        models.TierHistory(tier=t.tier, points=[models.HitRatePoint(time_unix=when, hit_rate=r, lookups=n)
+                                                for when, r, n in hit_rates(history, t.tier)])
+        for t in dash.service.tiers])
+
+
+def executables(dash: Dash) -> models.Executables:
+    loaded = sorted(dash.service.l1.values(), key=lambda e: e.last_used or e.created, reverse=True)
+    return models.Executables(executables=[models.ExecutableSummary(**_summary(e)) for e in loaded])
+
+
+def executable(dash: Dash, key: CacheKey) -> models.ExecutableDetail:
+    e = _cached(dash, key)
+    return models.ExecutableDetail(
+        **_summary(e), passes=[models.Pass(**dataclasses.asdict(r)) for r in e.passes], op_histogram=e.op_histogram,
+        stablehlo_url=f"/api/executables/{e.key}/stablehlo", hlo_url=f"/api/executables/{e.key}/hlo")
+
+
+def _summary(e) -> dict:
+    return dict(key=e.key, key_prefix=e.key.rpartition("-")[2][:12], graph_name=e.graph_name,
+                device=e.device.name, inputs=[_spec(s) for s in e.inputs], outputs=[_spec(s) for s in e.outputs],
+                stage_ms=e.stage_ms, compile_ms=sum(e.stage_ms.values()), size_bytes=e.size_bytes, hits=e.hits,
+                created_unix=e.created, last_used_unix=e.last_used or None)
+
+
+def _spec(s) -> models.TensorSpec:
+    return models.TensorSpec(name=s.name, dtype=str(s.dtype), shape=list(s.shape))
+
+
+def _cached(dash: Dashboard, key: str):
+    e = dash.service.l1.peek(key)
+    if e is None:
+        raise HTTPException(404, f"no executable with cache key {key!r} is in this server's memory cache")
+    return e
+
+
+def stablehlo_text(dash: Dash, key: CacheKey) -> tuple[str, str]:
+    """(file name, text) of the StableHLO module that was compiled."""
+    e = _cached(dash, key)
+    return f"{e.key}.stablehlo.mlir", e.stablehlo
+
+
+def hlo_text(dash: Dash, key: CacheKey) -> tuple[str, str]:
+    """(file name, text) of the HLO module after XLA's optimizations."""
+    e = _cached(dash, key)
+    return f"{e.key}.hlo.txt", e.compiled.as_text()
+
+
+def errors(dash: Dash) -> models.Errors:
+    counters = dash.service.counters
+    return models.Errors(total=counters.errors, errors=[
+        models.Error(time_unix=e["time"], request_id=e.get("request_id"), method=e["method"], code=e["code"],
+                     message=e["message"]) for e in list(counters.recent_errors)])

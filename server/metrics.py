@@ -1,0 +1,134 @@
+"""Prometheus metrics: what the core records as it works, and a collector that reads a service on scrape."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+
+import jax
+import jaxlib
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from xlacs_server import version
+
+# Recorded by the core (service.py, rpc/errors.py) while it works: one set per process, like the devices.
+CORE = CollectorRegistry()
+COMPILE_SECONDS = Histogram(
+    "xlacs_compile_seconds", "Time of each stage of a compile that missed every cache tier", ["stage"],
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300), registry=CORE)
+EXECUTE_SECONDS = Histogram(
+    "xlacs_execute_seconds", "Time to run an executable, host-device transfers included", ["device"],
+    buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60), registry=CORE)
+IN_FLIGHT = Gauge("xlacs_in_flight", "Compiles and executions running now, by device", ["device", "activity"],
+                  registry=CORE)
+RPC_ERRORS = Counter("xlacs_rpc_errors_total", "RPCs that ended with an error status", ["method", "code"],
+                     registry=CORE)
+
+
+@contextlib.contextmanager
+def compiling(device: str, stage_ms: dict[str, float]):
+    """Counts a compile in flight on `device`; when it succeeds, observes each stage of `stage_ms`."""
+    with IN_FLIGHT.labels(device, "compile").track_inprogress():
+        yield
+    for stage, ms in stage_ms.items():
+        COMPILE_SECONDS.labels(stage).observe(ms / 1e3)
+
+
+@contextlib.contextmanager
+def executing(device: str):
+    with IN_FLIGHT.labels(device, "execute").track_inprogress(), EXECUTE_SECONDS.labels(device).time():
+        yield
+
+
+def in_flight(device: str, activity: str) -> int:
+    return int(CORE.get_sample_value("xlacs_in_flight", {"device": device, "activity": activity}) or 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceMemory:
+    in_use_bytes: int
+    limit_bytes: int | None
+    source: str  # "pjrt": the device's allocator; "host": a CPU device, whose memory is this process's RAM
+
+
+def device_memory(device) -> DeviceMemory | None:
+    """A device's memory as PJRT reports it; for CPU devices (PJRT reports nothing) this process's RSS."""
+    stats = device.device.memory_stats()
+    if stats:
+        return DeviceMemory(int(stats.get("bytes_in_use", 0)), stats.get("bytes_limit"), "pjrt")
+    if device.platform != "cpu":
+        return None
+    page = os.sysconf("SC_PAGE_SIZE")
+    try:
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * page
+    except OSError:  # not Linux
+        return None
+    return DeviceMemory(rss, os.sysconf("SC_PHYS_PAGES") * page, "host")
+
+
+class ServiceCollector:
+    """Reads one CompilationService when scraped: its cache tiers, counters and device memory."""
+
+    def __init__(self, service):
+        self.service = service
+
+    def collect(self):
+        c = self.service.counters
+        build = GaugeMetricFamily("xlacs_build_info", "Versions of xlacs and its runtime",
+                                  labels=["version", "jax", "jaxlib"])
+        build.add_metric([version.VERSION, jax.__version__, jaxlib.__version__], 1)
+        yield build
+        yield GaugeMetricFamily("xlacs_start_time_seconds", "When the service started, in unix time",
+                                value=c.started)
+        yield CounterMetricFamily("xlacs_rpc_requests", "RPCs received", value=c.requests)
+        yield CounterMetricFamily("xlacs_compiles", "Compiles that missed every cache tier", value=c.compiles)
+        yield CounterMetricFamily("xlacs_executes", "Executions that succeeded", value=c.executes)
+        yield from self._tiers()
+        yield from self._memory()
+
+    def _tiers(self):
+        requests = CounterMetricFamily("xlacs_cache_requests", "Cache lookups by tier and result",
+                                       labels=["tier", "result"])
+        families = {
+            "entries": GaugeMetricFamily("xlacs_cache_entries", "Entries in a cache tier", labels=["tier"]),
+            "bytes": GaugeMetricFamily("xlacs_cache_bytes", "Bytes held by a cache tier", labels=["tier"]),
+            "evictions": CounterMetricFamily("xlacs_cache_evictions", "Entries evicted", labels=["tier"]),
+            "errors": CounterMetricFamily("xlacs_cache_integrity_errors", "Entries that failed their integrity "
+                                                                          "check", labels=["tier"]),
+        }
+        saved = CounterMetricFamily("xlacs_cache_compile_seconds_saved", "Lowering and compile time that cache "
+                                                                         "hits saved", labels=["tier"])
+        for t in self.service.tiers:
+            s = t.stats
+            requests.add_metric([t.tier, "hit"], s.hits)
+            requests.add_metric([t.tier, "miss"], s.misses)
+            for field, family in families.items():
+                family.add_metric([t.tier], getattr(s, field))
+            saved.add_metric([t.tier], s.compile_ms_saved / 1e3)
+        yield requests
+        yield from families.values()
+        yield saved
+
+    def _memory(self):
+        used = GaugeMetricFamily("xlacs_device_memory_used_bytes", "Memory in use on a device (for a CPU "
+                                                                   "device: this process's RSS)", labels=["device"])
+        limit = GaugeMetricFamily("xlacs_device_memory_limit_bytes", "Memory a device can use (for a CPU "
+                                                                     "device: the host's RAM)", labels=["device"])
+        for d in self.service.devices.all:
+            memory = device_memory(d)
+            if memory is not None:
+                used.add_metric([d.name], memory.in_use_bytes)
+                if memory.limit_bytes is not None:
+                    limit.add_metric([d.name], memory.limit_bytes)
+        yield used
+        yield limit
+
+
+def registry_for(service) -> CollectorRegistry:
+    """What /metrics exposes for `service`: the process's core metrics and the service's own state."""
+    registry = CollectorRegistry()
+    registry.register(CORE)
+    registry.register(ServiceCollector(service))
+    return registry
