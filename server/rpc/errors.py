@@ -5,6 +5,7 @@ import uuid
 
 import grpc
 
+from xlacs_server import metrics
 from xlacs_server.errors import XlacsError
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         inner = handler.unary_unary
 
         def guarded(request, context):
+            self.counters.requests += 1
             try:
                 return inner(request, context)
             except XlacsError as e:
@@ -33,13 +35,15 @@ class ErrorInterceptor(grpc.ServerInterceptor):
                 request_id = uuid.uuid4().hex[:16]
                 log.exception("request %s (%s) failed", request_id, method)
                 message = f"internal error in {method}; request id {request_id} (see the server log)"
-                self._record(method, grpc.StatusCode.INTERNAL, message)
+                self._record(method, grpc.StatusCode.INTERNAL, message, request_id)
                 context.abort(grpc.StatusCode.INTERNAL, message)
 
         return grpc.unary_unary_rpc_method_handler(guarded, request_deserializer=handler.request_deserializer,
                                                    response_serializer=handler.response_serializer)
 
-    def _record(self, method: str, code: grpc.StatusCode, message: str) -> None:
+    def _record(self, method: str, code: grpc.StatusCode, message: str, request_id: str = "") -> None:
+        metrics.RPC_ERRORS.labels(method, code.name).inc()
         self.counters.errors += 1
         self.counters.recent_errors.appendleft(
-            {"time": time.time(), "method": method, "code": code.name, "message": message[:2000]})
+            {"time": time.time(), "request_id": request_id or uuid.uuid4().hex[:16], "method": method,
+             "code": code.name, "message": message[:2000]})
