@@ -20,10 +20,15 @@ class UnsupportedOps(XlacsError):
     """The graph holds ops without a lowering; lists every op type with one node each."""
     code = grpc.StatusCode.UNIMPLEMENTED
 
-    def __init__(self, nodes_by_op: dict[str, list[str]], device: str):
+    def __init__(self, nodes_by_op: dict[str, list[str]], device: str, regions: list[dict] = ()):
         self.nodes_by_op = nodes_by_op
         listed = ", ".join(f"{op} (node {nodes[0]!r})" for op, nodes in sorted(nodes_by_op.items()))
-        super().__init__(f"{len(nodes_by_op)} op type(s) have no lowering for {device}: {listed}")
+        message = f"{len(nodes_by_op)} op type(s) have no lowering for {device}: {listed}"
+        if regions:
+            cuts = "; ".join(f"{len(r['nodes'])} node(s) from {r['inputs'][:3]} to {r['outputs'][:3]}"
+                             for r in regions[:5])
+            message += f". Unsupported region(s): {cuts}"
+        super().__init__(message)
 
 
 class NotConstant(XlacsError):

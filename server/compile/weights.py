@@ -27,11 +27,11 @@ def canonical_order(graph: Graph) -> list[str]:
     return order
 
 
-def _needed_as_constants(graph: Graph, platform: str) -> set[str]:
+def _needed_as_constants(graph: Graph) -> set[str]:
     """Nodes that some reader takes as a compile-time-constant input; they must stay in the program."""
     needed = set()
     for node in graph.nodes.values():
-        lowering = registry.lookup(node.op, platform)
+        lowering = registry.lookup(node.op, graph.platform)
         for spec in lowering.constant_inputs if lowering else ():
             index, _ = lowering.constant_input_index(spec, len(node.inputs))
             if index < len(node.inputs):
@@ -39,12 +39,12 @@ def _needed_as_constants(graph: Graph, platform: str) -> set[str]:
     return needed
 
 
-def lift_weights(graph: Graph, threshold_bytes: int, platform: str) -> Graph:
+def lift_weights(graph: Graph, threshold_bytes: int) -> Graph:
     """The graph with every Const of at least `threshold_bytes` turned into a parameter (0 disables)."""
     if threshold_bytes <= 0:
         return graph
     fed = {e.node for e in graph.feeds}
-    keep = _needed_as_constants(graph, platform) | fed
+    keep = _needed_as_constants(graph) | fed
     params = []
     for name in canonical_order(graph):
         node = graph.nodes[name]

@@ -13,7 +13,7 @@ from xlacs_server.graph import attrs
 from xlacs_server.graph.ir import Endpoint, Graph
 
 
-def _attr_digest(value) -> bytes:
+def attr_digest(value) -> bytes:
     if isinstance(value, np.ndarray) and value.dtype != object:
         h = hashlib.sha256(f"tensor:{value.dtype.str}:{value.shape}".encode())
         h.update(np.ascontiguousarray(value).data)
@@ -43,7 +43,7 @@ def fingerprint(graph: Graph) -> str:
         h = hashlib.sha256(node.op.encode())
         for key in sorted(k for k in node.attrs if not k.startswith("_")):
             h.update(key.encode())
-            h.update(_attr_digest(node.attrs[key]))
+            h.update(attr_digest(node.attrs[key]))
         for e in node.inputs:
             h.update(b"in:" + endpoint_digest(e))
         for control in sorted(digests.get(c, b"backedge") for c in node.control_inputs):

@@ -48,8 +48,10 @@ class Graph:
     # The compile unit's signature: fed endpoints are program parameters, fetches its results.
     feeds: list[Endpoint] = dataclasses.field(default_factory=list)
     fetches: list[Endpoint] = dataclasses.field(default_factory=list)
+    feed_specs: list[tuple[Any, tuple[int, ...]]] = dataclasses.field(default_factory=list)  # (np.dtype, shape)
     # Lifted weights (Const outputs): program parameters after the feeds, bound at Execute.
     params: list[Endpoint] = dataclasses.field(default_factory=list)
+    platform: str = "cpu"  # the target of the compile unit: "cpu" or "gpu"
 
     def replace(self, **changes) -> "Graph":
         return dataclasses.replace(self, **changes)

@@ -1,0 +1,97 @@
+"""What TF's OpDefs say about a node's outputs: their arg names, how many tensors each arg holds, dtypes.
+
+FunctionDefs name tensors `node:output_arg:index`; a graph names them by flat position. Converting
+between the two needs each op's output args, which come from a table generated from TensorFlow
+(op_outputs_table.py), so the daemon never imports TensorFlow.
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs_server.graph.attrs import decode
+from xlacs_server.graph.ir import Node
+from xlacs_server.graph.op_outputs_table import OUTPUTS
+
+
+class OutputArg(NamedTuple):
+    name: str
+    dtype: str  # a type attr, `[type_list_attr]`, or a DT_ enum name
+    number_attr: str
+
+
+class OutputSlice(NamedTuple):
+    name: str
+    start: int  # the flat index of the arg's first tensor
+    count: int
+
+
+@functools.lru_cache(maxsize=None)
+def output_args(op: str) -> tuple[OutputArg, ...] | None:
+    """The op's output args in order, or None when TensorFlow does not know the op."""
+    spec = OUTPUTS.get(op)
+    if spec is None:
+        return None
+    args = []
+    for item in spec.split():
+        name, _, kind = item.partition(":")
+        dtype, _, number_attr = kind.partition("*")
+        args.append(OutputArg(name, dtype, number_attr))
+    return tuple(args)
+
+
+def output_slices(node: Node) -> list[OutputSlice] | None:
+    """Where each output arg of `node` sits among its flat outputs; None for an op TF does not know."""
+    args = output_args(node.op)
+    if args is None:
+        return None
+    slices, start = [], 0
+    for arg in args:
+        if arg.number_attr:
+            count = int(node.attrs.get(arg.number_attr, 0))
+        elif arg.dtype.startswith("["):
+            count = len(node.attrs.get(arg.dtype[1:-1], []))
+        else:
+            count = 1
+        slices.append(OutputSlice(arg.name, start, count))
+        start += count
+    return slices
+
+
+def flat_index(node: Node, arg_name: str, index: int) -> int:
+    """The flat output position of `node:arg_name:index`. An op TF does not know is taken to have one
+    output arg, whatever its name; such a node has no lowering anyway, which check reports."""
+    slices = output_slices(node)
+    if slices is None:
+        return index
+    for s in slices:
+        if s.name == arg_name:
+            if not 0 <= index < s.count:
+                raise ValueError(f"output {arg_name!r} of {node.op} node {node.name!r} has {s.count} "
+                                 f"tensor(s); index {index} is out of range")
+            return s.start + index
+    raise ValueError(f"{node.op} has no output named {arg_name!r}; it has {[s.name for s in slices]}")
+
+
+def arg_of(node: Node, index: int) -> tuple[str, int]:
+    """The inverse of flat_index: (output arg name, index within the arg)."""
+    for s in output_slices(node) or [OutputSlice("output", 0, index + 1)]:
+        if s.start <= index < s.start + s.count:
+            return s.name, index - s.start
+    raise ValueError(f"{node.op} node {node.name!r} has no output {index}")
+
+
+def output_dtype(node: Node, index: int):
+    """The dtype of output `index` (np.dtype or OpaqueDType), or None when the OpDef and attrs do not say."""
+    args = output_args(node.op)
+    if args is None:
+        return None
+    name, within = arg_of(node, index)
+    kind = next(a.dtype for a in args if a.name == name)
+    if kind.startswith("["):
+        listed = node.attrs.get(kind[1:-1], [])
+        return listed[within] if within < len(listed) else None
+    if kind.startswith("DT_"):
+        return decode(tf.AttrValue(type=tf.DataType.Value(kind)), 0)
+    return node.attrs.get(kind)
