@@ -1,0 +1,136 @@
+"""Each pass on small before/after graphs, and the registry's ordering."""
+import numpy as np
+import pytest
+
+import xlacs_server.service  # noqa: F401  (registers passes and lowerings)
+from tests.graphs import GraphBuilder
+from xlacs_server.errors import LoweringFailed, UnsupportedOps
+from xlacs_server.graph.ir import Endpoint
+from xlacs_server.passes import constant_fold, cse, infer_shapes, mark_for_compilation, prune, remove_identities
+from xlacs_server.passes.registry import Grouping, pipeline, register_pass
+
+
+def test_pipeline_runs_groupings_then_phases_in_order():
+    passes = pipeline()
+    keys = [(p.grouping, p.phase) for p in passes]
+    assert keys == sorted(keys)
+    assert passes[0].name == "prune"
+    with pytest.raises(RuntimeError, match="registered twice"):
+        register_pass(Grouping.OPTIMIZATION, 99)(prune.prune)
+
+
+def test_prune_keeps_what_fetches_need_and_stops_at_feeds():
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.op("upstream", "Neg", "x")
+    b.op("y", "Exp", "upstream")
+    b.op("z", "Relu", "y")
+    b.op("unused", "Tanh", "x")
+    graph = prune.prune(b.graph(["upstream:0"], ["z:0"]))
+    assert set(graph.nodes) == {"upstream", "y", "z"}
+    assert graph.nodes["upstream"].inputs == []
+
+
+def test_remove_identities_forwards_data_and_keeps_control_edges():
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.node("gate", "NoOp")
+    b.op("id1", "Identity", "x", "^gate")
+    b.op("id2", "StopGradient", "id1")
+    b.op("y", "Neg", "id2")
+    b.op("out", "Identity", "y")
+    graph = remove_identities.remove_identities(b.graph(["x:0"], ["out:0"]))
+    assert set(graph.nodes) == {"x", "y", "out"}  # the fetched Identity stays
+    assert graph.nodes["y"].inputs == [Endpoint("x", 0)]
+    assert graph.nodes["y"].control_inputs == []  # gate was a NoOp with no inputs: nothing to inherit
+
+
+def test_remove_identities_inherits_control_inputs():
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.placeholder("c")
+    b.op("side", "Neg", "c")
+    b.op("id", "Identity", "x", "^side")
+    b.op("y", "Neg", "id")
+    graph = remove_identities.remove_identities(b.graph(["x:0", "c:0"], ["y:0"]))
+    assert "id" not in graph.nodes and graph.nodes["y"].control_inputs == ["side"]
+
+
+def test_constant_fold_folds_shape_arithmetic_but_not_balloons():
+    b = GraphBuilder()
+    b.placeholder("x", shape=(4, 6))
+    b.const("a", np.int32(3))
+    b.const("b", np.int32(4))
+    b.op("prod", "Mul", "a", "b", T=np.int32)
+    b.const("dims", np.array([1024, 1024], np.int32))
+    b.const("one", np.float32(1))
+    b.node("big", "Fill", "dims", "one", T=np.dtype(np.float32), index_type=np.dtype(np.int32))
+    b.const("shape", np.array([-1], np.int32))
+    b.node("flat", "Reshape", "x", "shape", T=np.dtype(np.float32), Tshape=np.dtype(np.int32))
+    graph = constant_fold.constant_fold(b.graph(["x:0"], ["prod:0", "big:0", "flat:0"]))
+    assert graph.nodes["prod"].op == "Const" and graph.nodes["prod"].attrs["value"] == 12
+    assert graph.nodes["big"].op == "Fill"  # 4 MiB from 12 bytes: not folded
+    assert graph.nodes["flat"].op == "Reshape"
+
+
+def test_cse_merges_equal_nodes_only():
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.op("e1", "Exp", "x")
+    b.op("e2", "Exp", "x")
+    b.op("t", "Tanh", "x")
+    b.op("sum", "AddV2", "e1", "e2")
+    b.op("out", "AddV2", "sum", "t")
+    graph = cse.cse(b.graph(["x:0"], ["out:0"]))
+    assert "e2" not in graph.nodes and graph.nodes["sum"].inputs == [Endpoint("e1", 0), Endpoint("e1", 0)]
+    assert "t" in graph.nodes
+
+
+def test_dce_drops_orphans_and_unused_functions():
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.op("y", "Neg", "x")
+    b.graph_def.library.function.add().signature.name = "never_called"
+    graph = b.graph(["x:0"], ["y:0"])
+    graph = graph.replace(nodes={**graph.nodes, "orphan": graph.nodes["y"].__class__(
+        "orphan", "Exp", [Endpoint("x", 0)], [], {"T": np.dtype(np.float32)})})
+    graph = prune.dce(graph)
+    assert set(graph.nodes) == {"x", "y"} and graph.library == {}
+
+
+def test_infer_shapes_annotates_and_names_the_bad_node():
+    b = GraphBuilder()
+    b.placeholder("x", shape=(2, 3))
+    b.const("w", np.ones((3, 5), np.float32))
+    b.op("mm", "MatMul", "x", "w")
+    graph = infer_shapes.infer_shapes(b.graph(["x:0"], ["mm:0"]))
+    assert graph.nodes["mm"].attrs["_output_shapes"] == [(2, 5)]
+    assert graph.nodes["mm"].attrs["_output_dtypes"] == [np.dtype(np.float32)]
+    bad = GraphBuilder()
+    bad.placeholder("x", shape=(2, 3))
+    bad.const("w", np.ones((4, 5), np.float32))
+    bad.op("mm", "MatMul", "x", "w")
+    with pytest.raises(LoweringFailed, match="'mm'"):
+        infer_shapes.infer_shapes(bad.graph(["x:0"], ["mm:0"]))
+
+
+def test_mark_for_compilation_reports_regions_and_their_cuts():
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.op("a", "Neg", "x")
+    b.node("s1", "NoSuchOpA", "a")
+    b.node("s2", "NoSuchOpB", "s1")
+    b.op("out", "Exp", "s2")
+    with pytest.raises(UnsupportedOps) as e:
+        mark_for_compilation.mark_for_compilation(b.graph(["x:0"], ["out:0"]))
+    assert set(e.value.nodes_by_op) == {"NoSuchOpA", "NoSuchOpB"}
+    regions = mark_for_compilation.unsupported_regions(b.graph(["x:0"], ["out:0"]), {"s1", "s2"})
+    assert regions == [{"nodes": ["s1", "s2"], "inputs": ["a:0"], "outputs": ["s2:0"]}]
+
+
+def test_mark_for_compilation_rejects_unknown_attrs():
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.op("y", "Neg", "x", bogus=3)
+    with pytest.raises(LoweringFailed, match="unknown attr"):
+        mark_for_compilation.mark_for_compilation(b.graph(["x:0"], ["y:0"]))
