@@ -108,14 +108,16 @@ class CompilationService:
                         executable, tier = self._compile_miss(key, spec, graph, inputs, device, watch), "miss"
                     self.l1.put(key, executable)
         with watch.stage("bind"):
-            loaded = self._bind(executable, graph, device)
+            loaded = self._bind(executable, graph, inputs, device)
         return CompileResult(loaded, tier, watch.ms)
 
-    def _bind(self, executable: Executable, graph: Graph, device: DeviceRef) -> LoadedExecutable:
-        """The executable bound to this graph's weights; its id adds the weights' digest to the key."""
+    def _bind(self, executable: Executable, graph: Graph, inputs: list[TensorSig],
+              device: DeviceRef) -> LoadedExecutable:
+        """The executable bound to this graph's weights and names; its id adds the weights' digest to the key."""
         digest, buffers = self.weights.bind(weight_values(graph), device.device)
+        outputs = [dataclasses.replace(s, name=str(f)) for s, f in zip(executable.outputs, graph.fetches)]
         loaded = LoadedExecutable(f"{executable.key}.{digest[:16]}" if buffers else executable.key, executable,
-                                  buffers)
+                                  buffers, inputs, outputs)
         with self._loaded_lock:
             self._loaded[loaded.id] = loaded
             self._loaded.move_to_end(loaded.id)
@@ -127,7 +129,8 @@ class CompilationService:
         backend = device.device.client
         return [
             ("graph_fingerprint", fingerprint(graph)),
-            ("signature", repr(([(s.name, str(s.dtype), s.shape) for s in inputs], [str(f) for f in graph.fetches]))),
+            # Positions, dtypes and shapes only: names are the binding's, so renamed graphs share a program.
+            ("signature", repr(([(str(s.dtype), s.shape) for s in inputs], len(graph.fetches)))),
             ("device", f"{device.platform}:{device.kind}"),
             ("runtime", f"jax={jax.__version__};jaxlib={jaxlib.__version__};pjrt={backend.platform_version}"),
             ("compile_options", f"lift_threshold_bytes={self.settings.lift_threshold_bytes}"),

@@ -15,7 +15,8 @@ from xlacs_server.execute.devices import DeviceRef
 
 @dataclasses.dataclass
 class Executable:
-    """One compiled program: the cache's unit. Takes the feeds, then the lifted weights."""
+    """One compiled program: the cache's unit. Takes the feeds, then the lifted weights, by position; the
+    names in `inputs` and `outputs` are those of the request that compiled it."""
     key: str
     graph_name: str
     device: DeviceRef
@@ -38,13 +39,24 @@ class Executable:
             self.hits += 1
             self.last_used = time.time()
 
+
+@dataclasses.dataclass
+class LoadedExecutable:
+    """What an executable id names: a program bound to one set of device-resident weights, with the feed
+    and fetch names of the request that loaded it."""
+    id: str
+    executable: Executable
+    weights: list[jax.Array]
+    inputs: list[TensorSig]
+    outputs: list[TensorSig]
+
     def check_inputs(self, given: dict[str, np.ndarray]) -> list[np.ndarray]:
         """The inputs in signature order, after checking names, dtypes and shapes."""
         expected = {s.name for s in self.inputs}
         unknown = sorted(set(given) - expected)
         missing = sorted(expected - set(given))
         if unknown or missing:
-            raise InvalidRequest(f"executable {self.key} takes inputs {sorted(expected)}; "
+            raise InvalidRequest(f"executable {self.id} takes inputs {sorted(expected)}; "
                                  f"unknown: {unknown}, missing: {missing}")
         ordered = []
         for sig in self.inputs:
@@ -54,16 +66,8 @@ class Executable:
             ordered.append(array)
         return ordered
 
-
-@dataclasses.dataclass
-class LoadedExecutable:
-    """What an executable id names: a program bound to one set of device-resident weights."""
-    id: str
-    executable: Executable
-    weights: list[jax.Array]
-
     def run(self, given: dict[str, np.ndarray]) -> list[np.ndarray]:
-        arrays = jax.device_put(self.executable.check_inputs(given), self.executable.device.device)
+        arrays = jax.device_put(self.check_inputs(given), self.executable.device.device)
         outputs = self.executable.compiled(*arrays, *self.weights)
         self.executable.touch()
         return [np.asarray(out) for out in outputs]

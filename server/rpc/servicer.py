@@ -37,9 +37,9 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             feeds.append((f.name, f.dtype, tuple(f.shape)))
         result = self.service.compile(CompileSpec(request.graph_def, feeds, list(request.fetches),
                                                   request.device, request.graph_name))
-        executable = result.loaded.executable
-        return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(executable),
-                                         stage_ms=result.stage_ms, cache=result.cache, passes=_passes(executable))
+        return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(result.loaded),
+                                         stage_ms=result.stage_ms, cache=result.cache,
+                                         passes=_passes(result.loaded.executable))
 
     def Execute(self, request, context):
         inputs = {}
@@ -51,10 +51,10 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             except ValueError as e:
                 raise InvalidRequest(str(e)) from None
         start = time.perf_counter()
-        executable, outputs = self.service.execute(request.executable_id, inputs)
+        loaded, outputs = self.service.execute(request.executable_id, inputs)
         ms = (time.perf_counter() - start) * 1e3
         return xlacs_pb2.ExecuteResponse(
-            outputs=[tensors.to_proto(s.name, a) for s, a in zip(executable.outputs, outputs)], execute_ms=ms)
+            outputs=[tensors.to_proto(s.name, a) for s, a in zip(loaded.outputs, outputs)], execute_ms=ms)
 
     def ListOps(self, request, context):
         return xlacs_pb2.ListOpsResponse(ops=[
@@ -79,8 +79,9 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             devices=[xlacs_pb2.Device(name=d.name, platform=d.platform, kind=d.kind) for d in self.service.devices.all])
 
     def GetExecutable(self, request, context):
-        e = self.service.loaded(request.executable_id).executable
+        loaded = self.service.loaded(request.executable_id)
+        e = loaded.executable
         return xlacs_pb2.ExecutableInfo(
-            executable_id=request.executable_id, graph_name=e.graph_name, device=e.device.name, signature=_signature(e),
+            executable_id=loaded.id, graph_name=e.graph_name, device=e.device.name, signature=_signature(loaded),
             stage_ms=e.stage_ms, passes=_passes(e), size_bytes=e.size_bytes, hits=e.hits,
             created_unix=e.created, last_used_unix=e.last_used)

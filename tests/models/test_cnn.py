@@ -18,3 +18,20 @@ def test_cnn_matches_tf(client, name, lower_control_flow):
     assert want.std() > 0.1, "re-scaled weights should keep the logits of order 1 or more"
     got, = executable(x)
     assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_weight_swapped_resnet50_hits_the_cache_with_new_results(client):
+    """A fine-tuned checkpoint of a compiled architecture: same program, only the new weights are bound."""
+    shape = CNNS["ResNet50"]
+    x = np.random.default_rng(3).uniform(-1, 1, shape).astype(np.float32)
+    first = None
+    for seed in (0, 1):
+        frozen, model = frozen_keras("ResNet50", shape, seed=seed)
+        executable = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches, name="ResNet50")
+        got, = executable(x)
+        assert_close(got, model(x, training=False).numpy())
+        if first is None:
+            first = executable
+    assert executable.cache == "l1" and executable.id != first.id
+    assert executable.id.split(".")[0] == first.id.split(".")[0]  # one program, two weight bindings
+    assert "compile" not in executable.stage_ms
