@@ -1,23 +1,49 @@
-"""Neural-network ops: activations, bias, softmax, convolutions, pooling, batch norm."""
+"""Neural-network ops: activations, bias, softmax and cross-entropy, local response and batch normalization."""
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.registry import register_op
 
-HIGHEST = lax.Precision.HIGHEST
+F32 = np.dtype(np.float32)
+LRN_DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32)
+# SELU's constants, as TF spells them (Klambauer et al., 2017).
+SELU_SCALE = 1.0507009873554804934193349852946
+SELU_ALPHA = 1.6732632423543772848170429916717
+
+
+def zero(x):
+    return jnp.zeros((), x.dtype)
 
 
 @register_op("Relu", dtypes=D.REAL)
 def relu(ctx, features, *, T):
-    return [jnp.maximum(features, jnp.zeros((), features.dtype))]
+    return [jnp.maximum(features, zero(features))]
 
 
 @register_op("Relu6", dtypes=D.REAL)
 def relu6(ctx, features, *, T):
-    return [jnp.clip(features, jnp.zeros((), features.dtype), jnp.full((), 6, features.dtype))]
+    return [jnp.clip(features, zero(features), jnp.full((), 6, features.dtype))]
+
+
+@register_op("Elu", dtypes=D.FLOAT)
+def elu(ctx, features, *, T):
+    return [jnp.where(features < 0, jnp.expm1(features), features)]
+
+
+@register_op("Selu", dtypes=D.FLOAT)
+def selu(ctx, features, *, T):
+    scale, scale_alpha = jnp.asarray(SELU_SCALE, T), jnp.asarray(SELU_SCALE * SELU_ALPHA, T)
+    return [jnp.where(features < 0, scale_alpha * jnp.expm1(features), scale * features)]
+
+
+@register_op("LeakyRelu", dtypes=D.FLOAT)
+def leaky_relu(ctx, features, *, T=F32, alpha=0.2):
+    # A select, not max(x, alpha * x): alpha may exceed 1.
+    return [jnp.where(features > 0, features, features * jnp.asarray(alpha, features.dtype))]
 
 
 @register_op("Softmax", dtypes=D.FLOAT)
@@ -25,102 +51,92 @@ def softmax(ctx, logits, *, T):
     return [jax.nn.softmax(logits, axis=-1)]
 
 
+@register_op("LogSoftmax", dtypes=D.FLOAT)
+def log_softmax(ctx, logits, *, T):
+    return [jax.nn.log_softmax(logits, axis=-1)]
+
+
+def softmax_parts(logits):
+    """(logits - max, log-sum-exp of that): log_softmax is their difference, as TF computes it."""
+    shifted = logits - jnp.max(logits, axis=-1, keepdims=True)
+    log_sum = jnp.log(jnp.sum(jnp.exp(shifted), axis=-1, keepdims=True))
+    return shifted, log_sum
+
+
+@register_op("SoftmaxCrossEntropyWithLogits", dtypes=D.FLOAT)
+def softmax_cross_entropy(ctx, features, labels, *, T):
+    features, labels = jnp.broadcast_arrays(features, labels)
+    shifted, log_sum = softmax_parts(features)
+    loss = jnp.sum(labels * (log_sum - shifted), axis=-1)
+    return [loss, jnp.exp(shifted - log_sum) - labels]
+
+
+@register_op("SparseSoftmaxCrossEntropyWithLogits", dtypes=D.FLOAT)
+def sparse_softmax_cross_entropy(ctx, features, labels, *, T, Tlabels=np.dtype(np.int64)):
+    classes = features.shape[-1]
+    shifted, log_sum = softmax_parts(features)
+    hot = labels[:, None] == lax.broadcasted_iota(labels.dtype, features.shape, 1)
+    loss = jnp.sum(jnp.where(hot, log_sum - shifted, zero(features)), axis=-1)
+    backprop = jnp.exp(shifted - log_sum) - hot.astype(features.dtype)
+    # As TF's GPU kernel and tf2xla do, an out-of-range label makes its row NaN rather than failing.
+    bad = ((labels < 0) | (labels >= classes))[:, None]
+    nan = jnp.full((), jnp.nan, features.dtype)
+    return [jnp.where(bad[:, 0], nan, loss), jnp.where(bad, nan, backprop)]
+
+
 def channel_axis(data_format: str, ndim: int) -> int:
     return 1 if data_format.startswith("NC") else ndim - 1
 
 
-@register_op("BiasAdd", dtypes=D.NUMERIC)
+def per_channel(vector, data_format: str, ndim: int):
+    """A per-channel vector shaped to broadcast against a tensor in data_format."""
+    shape = [1] * ndim
+    shape[channel_axis(data_format, ndim)] = vector.shape[0]
+    return jnp.reshape(vector, shape)
+
+
+@register_op("BiasAdd", "BiasAddV1", dtypes=D.NUMERIC)
 def bias_add(ctx, value, bias, *, T, data_format="NHWC"):
-    shape = [1] * value.ndim
-    shape[channel_axis(data_format, value.ndim)] = bias.shape[0]
-    return [value + jnp.reshape(bias, shape)]
+    return [value + per_channel(bias, data_format, value.ndim)]
 
 
-def spatial(values, data_format: str, ndim: int) -> tuple[int, ...]:
-    """The spatial entries of a per-dimension attr (strides, dilations, ksize) given in data_format order."""
-    values = list(values) or [1] * ndim
-    return tuple(values[2:] if data_format.startswith("NC") else values[1:-1])
+def lrn(x, depth_radius: int, bias: float, alpha: float, beta: float):
+    """Local response normalization over the last axis, computed in float32 for the narrow float types."""
+    wide = x.astype(jnp.promote_types(x.dtype, jnp.float32))
+    window = (1,) * (x.ndim - 1) + (2 * depth_radius + 1,)
+    pads = [(0, 0)] * (x.ndim - 1) + [(depth_radius, depth_radius)]
+    # A numpy init value makes this a differentiable reduce_window_sum, which LRNGrad needs.
+    square_sum = lax.reduce_window(wide * wide, np.zeros((), wide.dtype), lax.add, window, (1,) * x.ndim, pads)
+    return (wide / (bias + alpha * square_sum) ** beta).astype(x.dtype)
 
 
-def conv_padding(padding: str, explicit_paddings, data_format: str, ndim: int):
-    if padding != "EXPLICIT":
-        return padding
-    pairs = [tuple(explicit_paddings[i:i + 2]) for i in range(0, len(explicit_paddings), 2)]
-    return pairs[2:] if data_format.startswith("NC") else pairs[1:-1]
+@register_op("LRN", dtypes=LRN_DTYPES)
+def local_response_normalization(ctx, input, *, T=F32, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
+    return [lrn(input, depth_radius, bias, alpha, beta)]
 
 
-def conv(x, kernel, *, strides, padding, dilations, data_format, feature_group_count=1):
-    nd = x.ndim - 2
-    spatial_chars = "DHW"[-nd:]
-    lhs = f"NC{spatial_chars}" if data_format.startswith("NC") else f"N{spatial_chars}C"
-    return lax.conv_general_dilated(
-        x, kernel, window_strides=strides, padding=padding, rhs_dilation=dilations,
-        dimension_numbers=(lhs, f"{spatial_chars}IO", lhs), feature_group_count=feature_group_count,
-        precision=HIGHEST)
-
-
-@register_op("Conv2D", dtypes=D.FLOAT + (np.int32,))
-def conv2d(ctx, x, filter, *, T, strides, padding, use_cudnn_on_gpu=True, explicit_paddings=(),
-           data_format="NHWC", dilations=(1, 1, 1, 1)):
-    return [conv(x, filter, strides=spatial(strides, data_format, 4),
-                 padding=conv_padding(padding, explicit_paddings, data_format, 4),
-                 dilations=spatial(dilations, data_format, 4), data_format=data_format,
-                 feature_group_count=x.shape[channel_axis(data_format, 4)] // filter.shape[2])]
-
-
-@register_op("DepthwiseConv2dNative", dtypes=D.FLOAT)
-def depthwise_conv2d(ctx, x, filter, *, T, strides, padding, explicit_paddings=(), data_format="NHWC",
-                     dilations=(1, 1, 1, 1)):
-    h, w, channels, multiplier = filter.shape
-    return [conv(x, jnp.reshape(filter, (h, w, 1, channels * multiplier)), strides=spatial(strides, data_format, 4),
-                 padding=conv_padding(padding, explicit_paddings, data_format, 4),
-                 dilations=spatial(dilations, data_format, 4), data_format=data_format,
-                 feature_group_count=channels)]
-
-
-def window(values, data_format: str, ndim: int) -> tuple[int, ...]:
-    """A per-dimension attr in data_format order as a full window over every dimension."""
-    values = tuple(values)
-    return values if len(values) == ndim else (1, *values, 1)
-
-
-def pool_padding(padding, x_shape, ksize, strides):
-    return lax.padtype_to_pads(x_shape, ksize, strides, padding) if isinstance(padding, str) else padding
-
-
-@register_op("MaxPool", dtypes=D.REAL)
-def max_pool(ctx, input, *, T, ksize, strides, padding, explicit_paddings=(), data_format="NHWC"):
-    ksize, strides = window(ksize, data_format, input.ndim), window(strides, data_format, input.ndim)
-    if padding == "EXPLICIT":
-        padding = [tuple(explicit_paddings[i:i + 2]) for i in range(0, len(explicit_paddings), 2)]
-    init = -jnp.inf if jnp.issubdtype(input.dtype, jnp.floating) else jnp.iinfo(input.dtype).min
-    return [lax.reduce_window(input, jnp.asarray(init, input.dtype), lax.max, ksize, strides,
-                              pool_padding(padding, input.shape, ksize, strides))]
-
-
-@register_op("AvgPool", dtypes=D.FLOAT)
-def avg_pool(ctx, value, *, T, ksize, strides, padding, data_format="NHWC"):
-    ksize, strides = window(ksize, data_format, value.ndim), window(strides, data_format, value.ndim)
-    pads = pool_padding(padding, value.shape, ksize, strides)
-    total = lax.reduce_window(value, jnp.zeros((), value.dtype), lax.add, ksize, strides, pads)
-    # TF averages over the window's elements inside the input, not the padding.
-    count = lax.reduce_window(jnp.ones(value.shape, value.dtype), jnp.zeros((), value.dtype), lax.add,
-                              ksize, strides, pads)
-    return [total / count]
+def batch_norm_axes(data_format: str, ndim: int) -> tuple[int, ...]:
+    axis = channel_axis(data_format, ndim)
+    return tuple(a for a in range(ndim) if a != axis)
 
 
 @register_op("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", dtypes=D.FLOAT)
-def fused_batch_norm(ctx, x, scale, offset, mean, variance, *, T, U=np.dtype(np.float32), epsilon=1e-4,
+def fused_batch_norm(ctx, x, scale, offset, mean, variance, *, T, U=F32, epsilon=1e-4,
                      exponential_avg_factor=1.0, data_format="NHWC", is_training=True):
-    axis = channel_axis(data_format, x.ndim)
-    reduce_axes = tuple(a for a in range(x.ndim) if a != axis)
-    shape = [1] * x.ndim
-    shape[axis] = x.shape[axis]
     xf = x.astype(scale.dtype)
+    running_mean, running_variance = mean, variance
     if is_training:
-        mean = jnp.mean(xf, axis=reduce_axes)
-        variance = jnp.var(xf, axis=reduce_axes)
-    y = (xf - jnp.reshape(mean, shape)) * jnp.reshape(lax.rsqrt(variance + epsilon) * scale, shape) \
-        + jnp.reshape(offset, shape)
-    outputs = [y.astype(x.dtype), mean, variance, mean, variance, variance]
-    return outputs[:6 if ctx.node.op == "FusedBatchNormV3" else 5]
+        reduce_axes = batch_norm_axes(data_format, x.ndim)
+        count = int(np.prod([x.shape[a] for a in reduce_axes]))
+        mean, variance = jnp.mean(xf, axis=reduce_axes), jnp.var(xf, axis=reduce_axes)
+        # The running statistics get the unbiased variance and TF's exponential averaging.
+        factor = jnp.asarray(exponential_avg_factor, scale.dtype)
+        running_mean = (1 - factor) * running_mean + factor * mean
+        running_variance = (1 - factor) * running_variance + factor * variance * (count / max(count - 1, 1))
+    y = (xf - per_channel(mean, data_format, x.ndim)) * per_channel(lax.rsqrt(variance + epsilon) * scale,
+                                                                     data_format, x.ndim) \
+        + per_channel(offset, data_format, x.ndim)
+    outputs = [y.astype(x.dtype), running_mean, running_variance, mean, variance]
+    if ctx.node.op == "FusedBatchNormV3":
+        outputs.append(jnp.zeros((0,), scale.dtype))  # reserve_space_3: unused off cuDNN
+    return outputs

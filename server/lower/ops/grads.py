@@ -1,0 +1,67 @@
+"""Gradient ops of activations, bias, batch and local response normalization, as TF's kernels define them."""
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.nn import (F32, LRN_DTYPES, SELU_ALPHA, SELU_SCALE, batch_norm_axes, channel_axis, lrn,
+                                       per_channel, zero)
+from xlacs_server.lower.registry import register_op
+
+
+def activation_grad(fn, ctx, gradients, x, *, T):
+    return [fn(gradients, x)]
+
+
+# TF op -> (backprop from the gradients and the op's features or outputs, allowed dtypes)
+ACTIVATION_GRADS = {
+    "ReluGrad": (lambda g, features: jnp.where(features > 0, g, zero(g)), D.REAL),
+    "Relu6Grad": (lambda g, features: jnp.where((features > 0) & (features < 6), g, zero(g)), D.REAL),
+    "EluGrad": (lambda g, outputs: jnp.where(outputs < 0, g * (outputs + 1), g), D.FLOAT),
+    "SeluGrad": (lambda g, outputs: jnp.where(outputs < 0, g * (outputs + jnp.asarray(SELU_SCALE * SELU_ALPHA, g.dtype)),
+                                              g * jnp.asarray(SELU_SCALE, g.dtype)), D.FLOAT),
+}
+for _op, (_fn, _dtypes) in ACTIVATION_GRADS.items():
+    register_op(_op, dtypes=_dtypes)(functools.partial(activation_grad, _fn))
+
+
+@register_op("LeakyReluGrad", dtypes=D.FLOAT)
+def leaky_relu_grad(ctx, gradients, features, *, T=F32, alpha=0.2):
+    return [jnp.where(features > 0, gradients, gradients * jnp.asarray(alpha, gradients.dtype))]
+
+
+@register_op("BiasAddGrad", dtypes=D.NUMERIC)
+def bias_add_grad(ctx, out_backprop, *, T, data_format="NHWC"):
+    axis = channel_axis(data_format, out_backprop.ndim)
+    reduce_axes = tuple(a for a in range(out_backprop.ndim) if a != axis)
+    return [jnp.sum(out_backprop, axis=reduce_axes, dtype=out_backprop.dtype)]
+
+
+@register_op("LRNGrad", dtypes=LRN_DTYPES)
+def lrn_grad(ctx, input_grads, input_image, output_image, *, T=F32, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
+    _, backward = jax.vjp(lambda x: lrn(x, depth_radius, bias, alpha, beta), input_image)
+    return list(backward(input_grads))
+
+
+@register_op("FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3", dtypes=D.FLOAT)
+def fused_batch_norm_grad(ctx, y_backprop, x, scale, reserve_space_1, reserve_space_2, *reserve_space_3, T, U=F32,
+                          epsilon=1e-4, data_format="NHWC", is_training=True):
+    """reserve_space_1/2 are the batch mean and (biased) variance when training, the population ones otherwise."""
+    reduce_axes = batch_norm_axes(data_format, x.ndim)
+    dy, xf = y_backprop.astype(scale.dtype), x.astype(scale.dtype)
+    inv_std = lax.rsqrt(reserve_space_2 + jnp.asarray(epsilon, scale.dtype))
+    centered = xf - per_channel(reserve_space_1, data_format, x.ndim)
+    offset_backprop = jnp.sum(dy, axis=reduce_axes)
+    scale_backprop = jnp.sum(dy * centered, axis=reduce_axes) * inv_std
+    if is_training:
+        mean_dy = jnp.mean(dy, axis=reduce_axes)
+        mean_dy_centered = jnp.mean(dy * centered, axis=reduce_axes)
+        x_backprop = per_channel(scale * inv_std, data_format, x.ndim) * (
+            dy - per_channel(mean_dy, data_format, x.ndim)
+            - centered * per_channel(mean_dy_centered * inv_std * inv_std, data_format, x.ndim))
+    else:
+        x_backprop = dy * per_channel(scale * inv_std, data_format, x.ndim)
+    unused = jnp.zeros((), scale.dtype)  # TF's placeholders for cuDNN's reserve spaces
+    return [x_backprop.astype(x.dtype), scale_backprop, offset_backprop, unused, unused]

@@ -1,0 +1,224 @@
+"""Neural-network ops and their gradients against tf.raw_ops, through the service."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.oracle import compile_and_compare
+
+rng = np.random.default_rng(0)
+raw = tf.raw_ops
+FLOATS = [np.float32, np.float64]
+
+
+def rand(shape, dtype=np.float32, low=-3.0, high=3.0):
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def ids(value):
+    return np.dtype(value).name if isinstance(value, type) else str(value)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=ids)
+def test_activations(client, dtype):
+    def fn(x):
+        return (raw.Elu(features=x), raw.Selu(features=x), raw.LeakyRelu(features=x),
+                raw.LeakyRelu(features=x, alpha=1.5), raw.LogSoftmax(logits=x), raw.Softmax(logits=x))
+    compile_and_compare(client, fn, [rand((3, 7), dtype)])
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=ids)
+def test_activation_grads(client, dtype):
+    def fn(g, x):
+        return (raw.ReluGrad(gradients=g, features=x), raw.Relu6Grad(gradients=g, features=x * 3.0),
+                raw.EluGrad(gradients=g, outputs=raw.Elu(features=x)),
+                raw.SeluGrad(gradients=g, outputs=raw.Selu(features=x)),
+                raw.LeakyReluGrad(gradients=g, features=x, alpha=0.3))
+    compile_and_compare(client, fn, [rand((4, 5), dtype), rand((4, 5), dtype)])
+
+
+@pytest.mark.parametrize("labels_shape", [(4, 6), (1, 6)], ids=str)
+def test_softmax_cross_entropy(client, labels_shape):
+    labels = rng.dirichlet(np.ones(6), size=labels_shape[0]).astype(np.float32)
+    compile_and_compare(client, lambda f, l: raw.SoftmaxCrossEntropyWithLogits(features=f, labels=l),
+                        [rand((4, 6), low=-10, high=10), labels])
+
+
+@pytest.mark.parametrize("label_dtype", [np.int32, np.int64], ids=ids)
+def test_sparse_softmax_cross_entropy(client, label_dtype):
+    compile_and_compare(client, lambda f, l: raw.SparseSoftmaxCrossEntropyWithLogits(features=f, labels=l),
+                        [rand((5, 6), low=-10, high=10), rng.integers(0, 6, size=5).astype(label_dtype)])
+
+
+@pytest.mark.parametrize("params", [dict(), dict(depth_radius=2, bias=2.0, alpha=0.5, beta=0.75)], ids=str)
+def test_lrn_and_grad(client, params):
+    def fn(x, g):
+        y = raw.LRN(input=x, **params)
+        return y, raw.LRNGrad(input_grads=g, input_image=x, output_image=y, **params)
+    compile_and_compare(client, fn, [rand((2, 3, 3, 8)), rand((2, 3, 3, 8))])
+
+
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=ids)
+def test_bias_add_v1_and_grad(client, dtype, data_format):
+    def fn(x, b):
+        grad = raw.BiasAddGrad(out_backprop=x, data_format=data_format)
+        return (raw.BiasAddV1(value=x, bias=b), grad) if data_format == "NHWC" else grad
+    compile_and_compare(client, fn, [rand((2, 3, 4, 5), dtype), rand((5,), dtype)])
+
+
+@pytest.mark.parametrize("is_training,factor", [(False, 1.0), (True, 1.0), (True, 0.3)])
+def test_fused_batch_norm_outputs(client, is_training, factor):
+    def fn(x, scale, offset, mean, variance):
+        return raw.FusedBatchNormV3(x=x, scale=scale, offset=offset, mean=mean, variance=variance, epsilon=1e-3,
+                                    exponential_avg_factor=factor, is_training=is_training)
+    c = 4
+    compile_and_compare(client, fn, [rand((2, 3, 3, c)), rand((c,), low=0.5, high=1.5), rand((c,)), rand((c,)),
+                                     rand((c,), low=0.5, high=2)])
+
+
+@pytest.mark.parametrize("version", ["", "V2", "V3"])
+@pytest.mark.parametrize("is_training", [False, True])
+def test_fused_batch_norm_grad(client, version, is_training):
+    def fn(dy, x, scale, mean, variance):
+        extra = dict(reserve_space_3=mean) if version == "V3" else {}
+        return getattr(raw, f"FusedBatchNormGrad{version}")(
+            y_backprop=dy, x=x, scale=scale, reserve_space_1=mean, reserve_space_2=variance, epsilon=1e-3,
+            is_training=is_training, **extra)
+    c = 3
+    x = rand((2, 4, 4, c))
+    compile_and_compare(client, fn, [rand((2, 4, 4, c)), x, rand((c,), low=0.5, high=1.5),
+                                     x.mean((0, 1, 2)), x.var((0, 1, 2)) + rand((c,), low=0, high=0.5)])
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("strides,dilation", [(1, 1), (2, 1), (1, 2)], ids=str)
+def test_conv3d(client, strides, dilation, padding):
+    compile_and_compare(client, lambda x, w: raw.Conv3D(input=x, filter=w, strides=[1, strides, strides, 1, 1],
+                                                        padding=padding, dilations=[1, dilation, 1, dilation, 1]),
+                        [rand((2, 6, 7, 5, 3)), rand((3, 2, 3, 3, 4))])
+
+
+def conv_out_shape(x_shape, w_shape, strides, padding, dilations=(1, 1, 1, 1)):
+    return tuple(raw.Conv2D(input=tf.zeros(x_shape), filter=tf.zeros(w_shape), strides=strides, padding=padding,
+                            dilations=dilations).shape)
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("strides,dilation", [(1, 1), (2, 1), (3, 1), (1, 2)], ids=str)
+def test_conv2d_backprops(client, strides, dilation, padding):
+    x_shape, w_shape = (2, 9, 8, 3), (3, 2, 3, 5)
+    conv = dict(strides=[1, strides, strides, 1], padding=padding, dilations=[1, dilation, dilation, 1])
+    dy = rand(conv_out_shape(x_shape, w_shape, **conv))
+
+    def fn(x, w, dy):
+        return (raw.Conv2DBackpropInput(input_sizes=tf.constant(x_shape), filter=w, out_backprop=dy, **conv),
+                raw.Conv2DBackpropFilter(input=x, filter_sizes=tf.constant(w_shape), out_backprop=dy, **conv))
+    compile_and_compare(client, fn, [rand(x_shape), rand(w_shape), dy])
+
+
+def test_conv2d_backprop_explicit_padding(client):
+    x_shape, w_shape = (1, 6, 6, 2), (3, 3, 2, 4)
+    conv = dict(strides=[1, 2, 2, 1], padding="EXPLICIT", explicit_paddings=[0, 0, 1, 2, 2, 1, 0, 0])
+    dy = rand(tuple(raw.Conv2D(input=tf.zeros(x_shape), filter=tf.zeros(w_shape), **conv).shape))
+
+    def fn(x, w, dy):
+        return (raw.Conv2DBackpropInput(input_sizes=tf.constant(x_shape), filter=w, out_backprop=dy, **conv),
+                raw.Conv2DBackpropFilter(input=x, filter_sizes=tf.constant(w_shape), out_backprop=dy, **conv))
+    compile_and_compare(client, fn, [rand(x_shape), rand(w_shape), dy])
+
+
+def test_conv2d_transpose_layer(client):
+    """Keras' Conv2DTranspose is Conv2DBackpropInput with input_sizes computed from shapes."""
+    layer = tf.keras.layers.Conv2DTranspose(4, 3, strides=2, padding="same")
+    layer.build((None, 5, 5, 3))
+    compile_and_compare(client, lambda x: layer(x), [rand((2, 5, 5, 3))])
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("strides", [1, 2])
+def test_conv3d_backprops(client, strides, padding):
+    x_shape, w_shape = (1, 5, 6, 4, 2), (2, 3, 2, 2, 3)
+    conv = dict(strides=[1, strides, strides, strides, 1], padding=padding)
+    dy = rand(tuple(raw.Conv3D(input=tf.zeros(x_shape), filter=tf.zeros(w_shape), **conv).shape))
+
+    def fn(x, w, dy):
+        return (raw.Conv3DBackpropInputV2(input_sizes=tf.constant(x_shape), filter=w, out_backprop=dy, **conv),
+                raw.Conv3DBackpropFilterV2(input=x, filter_sizes=tf.constant(w_shape), out_backprop=dy, **conv))
+    compile_and_compare(client, fn, [rand(x_shape), rand(w_shape), dy])
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("strides,multiplier", [(1, 1), (2, 2)], ids=str)
+def test_depthwise_backprops(client, strides, multiplier, padding):
+    x_shape, w_shape = (2, 7, 7, 3), (3, 3, 3, multiplier)
+    conv = dict(strides=[1, strides, strides, 1], padding=padding)
+    dy = rand(tuple(raw.DepthwiseConv2dNative(input=tf.zeros(x_shape), filter=tf.zeros(w_shape), **conv).shape))
+
+    def fn(x, w, dy):
+        return (raw.DepthwiseConv2dNativeBackpropInput(input_sizes=tf.constant(x_shape), filter=w, out_backprop=dy,
+                                                       **conv),
+                raw.DepthwiseConv2dNativeBackpropFilter(input=x, filter_sizes=tf.constant(w_shape), out_backprop=dy,
+                                                        **conv))
+    compile_and_compare(client, fn, [rand(x_shape), rand(w_shape), dy])
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("ksize,strides", [(2, 2), (3, 1)], ids=str)
+def test_pool3d(client, ksize, strides, padding):
+    pool = dict(ksize=[1, ksize, ksize, 2, 1], strides=[1, strides, strides, 1, 1], padding=padding)
+    compile_and_compare(client, lambda x: (raw.MaxPool3D(input=x, **pool), raw.AvgPool3D(input=x, **pool)),
+                        [rand((2, 5, 6, 4, 3))])
+
+
+def pool_out_shape(x_shape, ksize, strides, padding):
+    return tuple(raw.MaxPool(input=tf.zeros(x_shape), ksize=ksize, strides=strides, padding=padding).shape)
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("ksize,strides", [(2, 2), (3, 2), (3, 1)], ids=str)
+def test_pool_grads(client, ksize, strides, padding):
+    x_shape = (2, 7, 6, 3)
+    pool = dict(ksize=[1, ksize, ksize, 1], strides=[1, strides, strides, 1], padding=padding)
+    out_shape = pool_out_shape(x_shape, **pool)
+
+    def fn(x, grad, grad_grad):
+        y = raw.MaxPool(input=x, **pool)
+        ksize, strides = tf.constant(pool["ksize"]), tf.constant(pool["strides"])
+        return (raw.MaxPoolV2(input=x, ksize=ksize, strides=strides, padding=padding),
+                raw.MaxPoolGrad(orig_input=x, orig_output=y, grad=grad, **pool),
+                raw.MaxPoolGradV2(orig_input=x, orig_output=y, grad=grad, ksize=ksize, strides=strides,
+                                  padding=padding),
+                raw.MaxPoolGradGrad(orig_input=x, orig_output=y, grad=grad_grad, **pool),
+                raw.MaxPoolGradGradV2(orig_input=x, orig_output=y, grad=grad_grad, ksize=ksize, strides=strides,
+                                      padding=padding),
+                raw.AvgPoolGrad(orig_input_shape=tf.constant(x_shape), grad=grad, **pool),
+                *raw.MaxPoolWithArgmax(input=x, **pool), *raw.MaxPoolWithArgmax(input=x, include_batch_in_index=True,
+                                                                                **pool))
+    compile_and_compare(client, fn, [rand(x_shape), rand(out_shape), rand(x_shape)])
+
+
+def test_max_pool_grad_ties_go_to_the_first_maximum(client):
+    pool = dict(ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="SAME")
+    x = rand((1, 5, 5, 2), np.int32, 0, 2)  # many ties
+
+    def fn(x, grad, grad_grad):
+        y = raw.MaxPool(input=x, **pool)
+        return (raw.MaxPoolGrad(orig_input=x, orig_output=y, grad=grad, **pool),
+                raw.MaxPoolGradGrad(orig_input=x, orig_output=y, grad=grad_grad, **pool))
+    compile_and_compare(client, fn, [x, rand((1, 5, 5, 2), np.int32, -5, 5), rand((1, 5, 5, 2), np.int32, -5, 5)])
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_pool3d_grads(client, padding):
+    x_shape = (1, 5, 4, 6, 2)
+    pool = dict(ksize=[1, 2, 2, 3, 1], strides=[1, 2, 1, 2, 1], padding=padding)
+    out_shape = tuple(raw.MaxPool3D(input=tf.zeros(x_shape), **pool).shape)
+
+    def fn(x, grad, grad_grad):
+        y = raw.MaxPool3D(input=x, **pool)
+        return (raw.MaxPool3DGrad(orig_input=x, orig_output=y, grad=grad, **pool),
+                raw.MaxPool3DGradGrad(orig_input=x, orig_output=y, grad=grad_grad, **pool),
+                raw.AvgPool3DGrad(orig_input_shape=tf.constant(x_shape), grad=grad, **pool))
+    compile_and_compare(client, fn, [rand(x_shape), rand(out_shape), rand(x_shape)])
