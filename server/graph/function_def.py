@@ -16,14 +16,12 @@ from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
 ARG_OP = "_Arg"  # TF's own op for a function argument
 
 
-def called_functions(node: Node) -> list[str]:
-    """The names of the library functions a node's attrs refer to (If branches, While cond/body, ...)."""
-    names = []
+def function_refs(node: Node) -> list[FuncRef]:
+    """The library functions a node's attrs call (If branches, While cond and body, ...)."""
+    refs = []
     for value in node.attrs.values():
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, FuncRef):
-                names.append(item.name)
-    return names
+        refs.extend(item for item in (value if isinstance(value, list) else [value]) if isinstance(item, FuncRef))
+    return refs
 
 
 def to_graph(fdef: tf.FunctionDef, func_attrs: dict, max_elements: int) -> Graph:

@@ -17,7 +17,9 @@ class LoweringContext:
     node: Node
     platform: str
     engine: object  # the Lowerer running this node; control-flow rules use it to lower function bodies
+    scope: str = ""  # "function/" when the node is in a function body
 
     @property
     def name(self) -> str:
-        return self.node.name
+        """The node's name for messages, qualified by the function it is in."""
+        return self.scope + self.node.name

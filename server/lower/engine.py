@@ -1,11 +1,14 @@
 """Symbolic execution of a graph: each node's rule runs on the values of its inputs.
 
-Values are numpy arrays (compile-time constants) or traced JAX values. A node whose inputs are all
-constants runs on the host, so shape arithmetic such as Shape -> StridedSlice -> Pack folds to a
-constant that a Reshape can take, as tf2xla's XlaExpression constants do.
+Values are numpy arrays (compile-time constants), traced JAX values, or pytrees of those (a TensorList).
+A node whose inputs are all constants runs on the host, so shape arithmetic such as
+Shape -> StridedSlice -> Pack folds to a constant that a Reshape can take, as tf2xla's XlaExpression
+constants do. Library functions (the bodies of calls, conditionals and loops) run on Lowerers of
+their own that share one FunctionLibrary and one TraceCache.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import jax
@@ -13,18 +16,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlacs_server.errors import InvalidRequest, LoweringFailed, NotConstant, XlacsError
-from xlacs_server.graph.ir import Endpoint, Graph, Node
+from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
 from xlacs_server.lower import registry
 from xlacs_server.lower.context import LoweringContext, is_constant
+from xlacs_server.lower.functions import FunctionLibrary, TraceCache, Traced
 
 # Host folding stops above this many input elements: XLA folds bigger constant work itself.
 FOLD_MAX_ELEMENTS = 1 << 22
 
 
 class Lowerer:
-    def __init__(self, graph: Graph, platform: str):
+    def __init__(self, graph: Graph, platform: str, *, library: FunctionLibrary | None = None,
+                 traces: TraceCache | None = None, scope: str = ""):
         self.graph = graph
         self.platform = platform
+        self.library = library or FunctionLibrary(graph.library)
+        self.traces = traces or TraceCache()
+        self.scope = scope  # "function/" while lowering a function body, so that errors say where
 
     def run(self, order: list[Node], env: dict[Endpoint, object]) -> None:
         """Lowers `order` (a topological order) in place of env, skipping nodes whose outputs are fed."""
@@ -34,30 +42,58 @@ class Lowerer:
                 self.run_node(node, env)
 
     def run_node(self, node: Node, env: dict[Endpoint, object]) -> None:
+        name = self.scope + node.name
         lowering = registry.lookup(node.op, self.platform)
         try:
             inputs = [env[e] for e in node.inputs]
         except KeyError as e:
-            raise LoweringFailed(node.name, node.op, f"input {e.args[0]} has no value (is it fed?)") from None
+            raise LoweringFailed(name, node.op, f"input {e.args[0]} has no value (is it fed?)") from None
         for spec in lowering.constant_inputs:
-            index, name = lowering.constant_input_index(spec, len(inputs))
+            index, input_name = lowering.constant_input_index(spec, len(inputs))
             if not is_constant(inputs[index]):
-                raise NotConstant(node.name, node.op, name)
+                raise NotConstant(name, node.op, input_name)
         params = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
-        ctx = LoweringContext(node, self.platform, self)
+        ctx = LoweringContext(node, self.platform, self, self.scope)
         try:
-            if lowering.foldable and all(is_constant(x) for x in inputs) and \
-                    sum(x.size for x in inputs) <= FOLD_MAX_ELEMENTS:
+            leaves = jax.tree_util.tree_leaves(inputs)
+            if lowering.foldable and all(is_constant(x) for x in leaves) and \
+                    sum(x.size for x in leaves) <= FOLD_MAX_ELEMENTS:
                 with jax.ensure_compile_time_eval():
-                    outputs = [_to_host(v) for v in lowering.rule(ctx, *inputs, **params)]
+                    outputs = [jax.tree_util.tree_map(_to_host, v) for v in lowering.rule(ctx, *inputs, **params)]
             else:
                 outputs = lowering.rule(ctx, *inputs, **params)
         except XlacsError:
             raise
         except Exception as e:  # a rule rejecting its operands: report it against the node
-            raise LoweringFailed(node.name, node.op, f"{type(e).__name__}: {e}") from e
+            raise LoweringFailed(name, node.op, f"{type(e).__name__}: {e}") from e
         for index, value in enumerate(outputs):
             env[Endpoint(node.name, index)] = value
+
+    # --- Library functions ------------------------------------------------------------------------
+
+    def trace(self, ref: FuncRef, args: list) -> tuple[Traced, list]:
+        """The body of `ref` traced for the signature of `args`, once per signature, and the
+        non-constant input leaves to apply it to."""
+        return self.traces.trace(ref, args, functools.partial(self.run_function, ref))
+
+    def call(self, ref: FuncRef, args: list) -> list:
+        """The outputs of function `ref` on `args`; outputs that only depend on constants stay constant."""
+        traced, dynamic = self.trace(ref, args)
+        return traced.apply(dynamic)
+
+    def run_function(self, ref: FuncRef, args: list) -> list:
+        """Lowers the body of `ref` on `args` (prefer `call`, which lowers each signature once)."""
+        body = self.library.body(ref)
+        if len(args) != len(body.graph.feeds):
+            raise ValueError(f"function {ref.name!r} takes {len(body.graph.feeds)} argument(s), "
+                             f"not {len(args)}")
+        env = dict(zip(body.graph.feeds, args))
+        Lowerer(body.graph, self.platform, library=self.library, traces=self.traces,
+                scope=f"{self.scope}{ref.name}/").run(body.order, env)
+        missing = [str(e) for e in body.graph.fetches if e not in env]
+        if missing:
+            raise ValueError(f"function {ref.name!r} returns {missing}, which its nodes do not output")
+        return [env[e] for e in body.graph.fetches]
 
 
 def _to_host(value):

@@ -1,0 +1,164 @@
+"""Functional control flow: function calls, If and Case, While; lowered to lax.switch and lax.while_loop.
+
+Bodies are library functions, lowered through the engine once per signature. A constant predicate
+picks its branch at compile time. A While carry that is a constant stays one while the body returns it
+unchanged (loop invariants, such as shapes, must stay static); the other constants become traced
+carries, found by tracing the body until nothing changes (as tf2xla does for constant loop arguments).
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from xlacs_server.lower.context import is_constant
+from xlacs_server.lower.registry import register_op
+from xlacs_server.lower.tensor_list import TensorList
+
+tree_flatten = jax.tree_util.tree_flatten
+
+
+@register_op("PartitionedCall", "StatefulPartitionedCall", foldable=False)
+def partitioned_call(ctx, *args, Tin, Tout, f, config="", config_proto="", executor_type=""):
+    return ctx.engine.call(f, list(args))
+
+
+@register_op("If", "StatelessIf", foldable=False)
+def if_(ctx, cond, *inputs, Tcond, Tin, Tout, then_branch, else_branch, output_shapes=()):
+    return branch(ctx, truth(cond), [else_branch, then_branch], list(inputs))
+
+
+@register_op("Case", "StatelessCase", foldable=False)
+def case(ctx, branch_index, *inputs, Tin, Tout, branches, output_shapes=()):
+    last = len(branches) - 1  # an index out of range runs the last branch
+    if is_constant(branch_index):
+        index = int(branch_index)
+        return branch(ctx, np.asarray(index if 0 <= index <= last else last), branches, list(inputs))
+    index = jnp.where((branch_index < 0) | (branch_index > last), last, branch_index)
+    return branch(ctx, index, branches, list(inputs))
+
+
+@register_op("While", "StatelessWhile", foldable=False)
+def while_(ctx, *inputs, T, cond, body, output_shapes=(), parallel_iterations=10):
+    return while_loop(ctx, cond, body, list(inputs))
+
+
+def truth(value):
+    """TF's predicate: a scalar is true when nonzero, any other tensor when it is not empty."""
+    if np.ndim(value) != 0:
+        return np.asarray(np.size(value) > 0)
+    if is_constant(value):
+        return np.asarray(value != 0)
+    return value if value.dtype == jnp.bool_ else value != 0
+
+
+def branch(ctx, index, branches: list, inputs: list) -> list:
+    """Runs branches[index] on inputs; a traced index becomes a lax.switch over every branch."""
+    if is_constant(index):
+        return ctx.engine.call(branches[int(index)], inputs)
+    traced = [ctx.engine.trace(b, inputs)[0] for b in branches]
+    dynamic = [leaf for leaf in jax.tree_util.tree_leaves(inputs) if not is_constant(leaf)]
+    outputs = [t.abstract_outputs() for t in traced]
+    for b, out in zip(branches[1:], outputs[1:]):
+        for k, (first, other) in enumerate(zip(outputs[0], out)):
+            if _signature(first) != _signature(other):
+                raise ValueError(f"output {k} is {_describe(first)} in branch {branches[0].name!r} but "
+                                 f"{_describe(other)} in branch {b.name!r}")
+        if len(out) != len(outputs[0]):
+            raise ValueError(f"branch {branches[0].name!r} has {len(outputs[0])} outputs, {b.name!r} {len(out)}")
+    # Where every branch returns the same constant, the result is that constant.
+    shared = [c if all(_same(c, t.constants[i]) for t in traced) else None
+              for i, c in enumerate(traced[0].constants)]
+    computed = [i for i, c in enumerate(shared) if c is None]
+
+    def run(t):
+        def fn(*operands):
+            leaves = t.leaves(list(operands))
+            return [jnp.asarray(leaves[i]) for i in computed]
+        return fn
+
+    results = iter(lax.switch(jnp.asarray(index, jnp.int32), [run(t) for t in traced], *dynamic))
+    return traced[0].out_tree.unflatten([c if c is not None else next(results) for c in shared])
+
+
+def while_loop(ctx, cond, body, init: list) -> list:
+    carried = _fix_carries(ctx, body, init)
+    leaves, tree = tree_flatten(carried)
+    positions = [i for i, leaf in enumerate(leaves) if not is_constant(leaf)]
+
+    def fill(operands):
+        full = list(leaves)
+        for i, value in zip(positions, operands):
+            full[i] = value
+        return tree.unflatten(full)
+
+    probe = _abstract(carried)
+    condition = ctx.engine.trace(cond, probe)[0].abstract_outputs()
+    if len(condition) != 1:
+        raise ValueError(f"the loop condition {cond.name!r} returns {len(condition)} values, not one")
+    if is_constant(condition[0]):
+        if truth(condition[0]):
+            raise ValueError(f"the loop condition {cond.name!r} is always true: the loop never ends")
+        return carried
+
+    def cond_fun(operands):
+        return jnp.asarray(truth(ctx.engine.call(cond, fill(operands))[0]))
+
+    def body_fun(operands):
+        out = jax.tree_util.tree_leaves(ctx.engine.call(body, fill(operands)))
+        return [lax.convert_element_type(out[i], leaves[i].dtype) for i in positions]
+
+    start = [lax.convert_element_type(leaves[i], leaves[i].dtype) for i in positions]
+    return fill(lax.while_loop(cond_fun, body_fun, start))
+
+
+def _fix_carries(ctx, body, carried: list) -> list:
+    """The loop's carries with every constant the body changes made a traced value, and every list that
+    the body first writes given its element shape; checks that the body keeps each carry's type."""
+    while True:
+        leaves, tree = tree_flatten(carried)
+        traced = ctx.engine.trace(body, _abstract(carried))[0]
+        out = traced.abstract_outputs()
+        if len(out) != len(carried):
+            raise ValueError(f"the loop body {body.name!r} returns {len(out)} values for {len(carried)} carries")
+        initialized = [c.initialized(o.element_shape) if _first_write(c, o) else c for c, o in zip(carried, out)]
+        if any(c is not i for c, i in zip(carried, initialized)):
+            carried = initialized
+            continue
+        for k, (before, after) in enumerate(zip(carried, out)):
+            if _signature(before) != _signature(after):
+                raise ValueError(f"loop variable {k} is {_describe(before)} before the body {body.name!r} "
+                                 f"and {_describe(after)} after it; XLA loops keep shapes and dtypes")
+        changed = [i for i, leaf in enumerate(leaves) if is_constant(leaf) and not _same(leaf, traced.constants[i])]
+        if not changed:
+            return carried
+        for i in changed:
+            leaves[i] = jnp.asarray(leaves[i])
+        carried = tree.unflatten(leaves)
+
+
+def _first_write(before, after) -> bool:
+    return isinstance(before, TensorList) and isinstance(after, TensorList) and before.data is None \
+        and after.data is not None
+
+
+def _abstract(values: list) -> list:
+    """`values` with ShapeDtypeStructs for the traced leaves: what tracing a body needs to know."""
+    return jax.tree_util.tree_map(lambda v: v if is_constant(v) else jax.ShapeDtypeStruct(np.shape(v), v.dtype),
+                                  values)
+
+
+def _signature(value) -> tuple:
+    leaves, tree = tree_flatten(value)
+    return tree, tuple((tuple(np.shape(leaf)), np.dtype(leaf.dtype)) for leaf in leaves)
+
+
+def _describe(value) -> str:
+    if isinstance(value, TensorList):
+        return f"a list of {value.max_size} {value.dtype} element(s) of shape {value.element_shape}"
+    return f"{np.dtype(value.dtype)}{list(np.shape(value))}"
+
+
+def _same(a, b) -> bool:
+    """Whether two leaves are the same compile-time constant."""
+    return is_constant(a) and is_constant(b) and a.dtype == b.dtype and a.shape == b.shape and \
+        np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
