@@ -19,8 +19,10 @@ class Settings:
     l1_max_entries: int = 256
     l1_max_bytes: int = 4 * GIB
     max_tensor_elements: int = 1 << 31
-    # Constants of at least this many bytes become parameters bound at Execute (0 keeps them in the program).
+    # Weights become parameters bound at Execute: float constants of at least lift_min_float_elements
+    # elements, and any constant of at least lift_threshold_bytes (0 keeps every constant in the program).
     lift_threshold_bytes: int = 64 << 10
+    lift_min_float_elements: int = 16
     max_loaded: int = 1024  # executable ids (program + weights bindings) kept loaded, LRU
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
 

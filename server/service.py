@@ -95,7 +95,8 @@ class CompilationService:
         device = self.devices.resolve(spec.device)
         with watch.stage("parse"):
             graph = with_signature(import_graph(spec.graph_def, self.settings.max_tensor_elements), spec)
-            graph = lift_weights(graph.replace(platform=device.platform), self.settings.lift_threshold_bytes)
+            graph = lift_weights(graph.replace(platform=device.platform), self.settings.lift_threshold_bytes,
+                                 self.settings.lift_min_float_elements)
             inputs = [TensorSig(str(e), dtype, shape) for e, (dtype, shape) in zip(graph.feeds, graph.feed_specs)]
         with watch.stage("key"):
             key = cache_key(spec.graph_name or "graph", self.ingredients(graph, inputs, device))
@@ -133,7 +134,8 @@ class CompilationService:
             ("signature", repr(([(str(s.dtype), s.shape) for s in inputs], len(graph.fetches)))),
             ("device", f"{device.platform}:{device.kind}"),
             ("runtime", f"jax={jax.__version__};jaxlib={jaxlib.__version__};pjrt={backend.platform_version}"),
-            ("compile_options", f"lift_threshold_bytes={self.settings.lift_threshold_bytes}"),
+            ("compile_options", f"lift_threshold_bytes={self.settings.lift_threshold_bytes};"
+                                f"lift_min_float_elements={self.settings.lift_min_float_elements}"),
             ("pass_pipeline", pipeline_identity()),
             ("cache_format", str(CACHE_FORMAT_VERSION)),
         ]

@@ -1,4 +1,7 @@
-"""Weight lifting: large constants leave the XLA program and become parameters bound at Execute.
+"""Weight lifting: weights leave the XLA program and become parameters bound at Execute.
+
+A Const is a weight when it is a floating-point tensor of at least `min_float_elements` elements (kernels,
+biases, batch-norm vectors) or any tensor of at least `threshold_bytes` (embedding and lookup tables).
 
 The program then depends on the weights' shapes and dtypes only, so compile time and executable size stop
 growing with the weights, and a fine-tuned checkpoint of a cached architecture is a cache hit.
@@ -9,6 +12,7 @@ from collections import deque
 
 from xlacs_server.graph.ir import Endpoint, Graph
 from xlacs_server.lower import registry
+from xlacs_server.lower.dtypes import FLOAT
 
 
 def canonical_order(graph: Graph) -> list[str]:
@@ -39,8 +43,8 @@ def _needed_as_constants(graph: Graph) -> set[str]:
     return needed
 
 
-def lift_weights(graph: Graph, threshold_bytes: int) -> Graph:
-    """The graph with every Const of at least `threshold_bytes` turned into a parameter (0 disables)."""
+def lift_weights(graph: Graph, threshold_bytes: int, min_float_elements: int) -> Graph:
+    """The graph with its weights turned into parameters (threshold_bytes <= 0 disables lifting)."""
     if threshold_bytes <= 0:
         return graph
     fed = {e.node for e in graph.feeds}
@@ -49,7 +53,9 @@ def lift_weights(graph: Graph, threshold_bytes: int) -> Graph:
     for name in canonical_order(graph):
         node = graph.nodes[name]
         value = node.attrs.get("value")
-        if node.op == "Const" and name not in keep and value.dtype != object and value.nbytes >= threshold_bytes:
+        if node.op != "Const" or name in keep or value.dtype == object:
+            continue
+        if value.nbytes >= threshold_bytes or (value.dtype in FLOAT and value.size >= min_float_elements):
             params.append(Endpoint(name, 0))
     return graph.replace(params=params)
 
