@@ -7,7 +7,8 @@ import pathlib
 import time
 from typing import Annotated, Callable
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -34,6 +35,7 @@ DOWNLOADS: list[tuple[str, Callable]] = [
     ("/api/executables/{key}/stablehlo",                                  views.stablehlo_text),
     ("/api/executables/{key}/hlo",                                        views.hlo_text),
 ]
+NOT_CACHED = "No executable with this cache key is in the memory cache"
 BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 NAV = [("/", "Overview"), ("/ops", "Registered ops"), ("/cache", "Cache"), ("/executables", "Executables"),
        ("/errors", "Recent errors")]
@@ -58,13 +60,26 @@ def create_app(service, *, refresh_s: float = 2.0) -> FastAPI:
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     templates = _templates(refresh_s)
     for page_path, api_path, view in PAGES:
-        responses = {404: {"model": models.Problem}} if "{key}" in api_path else None
-        app.get(api_path, tags=["api"], responses=responses)(view)
+        keyed = "{key}" in api_path
+        app.get(api_path, tags=["api"], responses={404: {"model": models.Problem}} if keyed else None)(view)
         app.get(page_path, tags=["pages"], response_class=HTMLResponse,
-                responses=responses)(_page(templates, view, page_path, api_path))
+                responses={404: {"description": NOT_CACHED}} if keyed else None,
+                )(_page(templates, view, page_path, api_path))
+    # Spelled out: FastAPI would document a 404 model under the route's own media type, text/plain.
+    problem = {"application/json": {"schema": models.Problem.model_json_schema()}}
     for path, view in DOWNLOADS:
         app.get(path, tags=["api"], response_class=PlainTextResponse,
-                responses={404: {"model": models.Problem}})(_download(view))
+                responses={404: {"description": NOT_CACHED, "content": problem}})(_download(view))
+
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> Response:
+        """A page's error is a page for a person; anything else gets FastAPI's JSON."""
+        if "pages" not in getattr(request.scope.get("route"), "tags", ()):
+            return await http_exception_handler(request, error)
+        return templates.TemplateResponse(request, "error.html", {
+            "status": error.status_code, "detail": error.detail, "rendered": time.time(), "section": None},
+            status_code=error.status_code)
 
     registry = metrics.registry_for(service)
 

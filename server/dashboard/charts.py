@@ -22,8 +22,10 @@ class Series:
 class Chart:
     width: int
     height: int
+    plot_left: int  # the plot area's x range; axis labels sit outside it
+    plot_right: int
     series: list[Series]
-    x_labels: list[tuple[float, str]]
+    x_labels: list[tuple[float, str, str]]  # x, text, text-anchor
     y_labels: list[tuple[float, str]]
 
 
@@ -49,6 +51,7 @@ def hit_rate_chart(history: list[models.TierHistory], interval_s: float) -> Char
         runs = [r for r in runs if r]
         series.append(Series(h.tier, COLORS[index % len(COLORS)],
                              [" ".join(f"{px},{py}" for px, py in r) for r in runs], [pt for r in runs for pt in r]))
-    x_labels = [(x(end - span * f), f"-{span * f:.0f} s" if f else "latest") for f in (1, 0.5, 0)]
+    x_labels = [(x(end - span), f"-{span:.0f} s", "start"), (x(end - span / 2), f"-{span / 2:.0f} s", "middle"),
+                (x(end), "latest sample", "end")]
     y_labels = [(y(r), f"{r:.0%}") for r in (0, 0.5, 1)]
-    return Chart(WIDTH, HEIGHT, series, x_labels, y_labels)
+    return Chart(WIDTH, HEIGHT, LEFT, WIDTH - RIGHT, series, x_labels, y_labels)
