@@ -31,6 +31,7 @@ class CompiledProgram:
     params: list[TensorSig]
     lower_ms: float
     compile_ms: float
+    serialized: bytes  # the PJRT executable, as the backend serializes it (native code)
 
 
 def param_sigs(graph: Graph) -> list[TensorSig]:
@@ -49,5 +50,6 @@ def compile_graph(graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> C
     compiled = lowered.compile()
     done = time.perf_counter()
     outputs = [TensorSig(str(f), np.dtype(o.dtype), tuple(o.shape)) for f, o in zip(graph.fetches, compiled.out_info)]
+    serialized = device.device.client.serialize_executable(compiled.runtime_executable())
     return CompiledProgram(compiled, stablehlo, outputs, params, (lowered_at - start) * 1e3,
-                           (done - lowered_at) * 1e3)
+                           (done - lowered_at) * 1e3, serialized)
