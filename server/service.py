@@ -150,7 +150,7 @@ class CompilationService:
         log.info("compiled %s on %s in %.0f ms (%s)", key, device.name, sum(watch.ms.values()),
                  ", ".join(f"{k} {v:.0f}" for k, v in watch.ms.items()))
         return Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.params,
-                          program.compiled, program.stablehlo, dict(watch.ms), records, len(program.stablehlo),
+                          program.compiled, program.stablehlo, dict(watch.ms), records, len(program.serialized),
                           op_histogram=dict(collections.Counter(n.op for n in graph.nodes.values())))
 
     @contextlib.contextmanager
