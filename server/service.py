@@ -189,7 +189,8 @@ class CompilationService:
     def check_graph(self, graph_def: bytes, device: str) -> tuple[collections.Counter, dict[str, list[str]], int]:
         graph = import_graph(graph_def, self.settings.max_tensor_elements)
         histogram = collections.Counter(n.op for n in graph.nodes.values())
-        return histogram, check.unsupported_ops(graph.nodes.values(), self.devices.resolve(device).platform), \
+        nodes = [*graph.nodes.values(), *check.function_nodes(graph)]
+        return histogram, check.unsupported_ops(nodes, self.devices.resolve(device).platform), \
             len(graph.nodes)
 
 

@@ -1,14 +1,30 @@
 """Load-time checks of graph nodes against their registrations: support, attrs and dtypes."""
+import dataclasses
+
 from xlacs_server.errors import LoweringFailed, UnsupportedOps
-from xlacs_server.graph.ir import Node
+from xlacs_server.graph.function_def import ARG_OP
+from xlacs_server.graph.ir import Graph, Node
 from xlacs_server.lower import registry
+from xlacs_server.lower.functions import FunctionLibrary
+
+# TF1 dataflow control flow has no lowerings: the FunctionalizeControlFlow pass rewrites it into
+# While, If and Case nodes before lowering.
+FUNCTIONALIZED_OPS = frozenset({"Enter", "Exit", "NextIteration", "LoopCond", "Switch", "_SwitchN", "Merge"})
+
+
+def function_nodes(graph: Graph) -> list[Node]:
+    """The nodes of every library function that the graph calls, directly or through other functions,
+    named `function/node`. Functions nothing calls are not looked at."""
+    reached = FunctionLibrary(graph.library).reached(graph.nodes.values())
+    return [dataclasses.replace(node, name=f"{function}/{node.name}") for function, body in reached.items()
+            for node in body.graph.nodes.values() if node.op != ARG_OP]
 
 
 def unsupported_ops(nodes, platform: str) -> dict[str, list[str]]:
     """Op type -> the names of the nodes that have no lowering on `platform`."""
     missing: dict[str, list[str]] = {}
     for node in nodes:
-        if registry.lookup(node.op, platform) is None:
+        if node.op not in FUNCTIONALIZED_OPS and registry.lookup(node.op, platform) is None:
             missing.setdefault(node.op, []).append(node.name)
     return missing
 
@@ -20,7 +36,8 @@ def check_nodes(nodes, platform: str) -> None:
     if missing:
         raise UnsupportedOps(missing, platform)
     for node in nodes:
-        check_attrs(node, registry.lookup(node.op, platform))
+        if node.op not in FUNCTIONALIZED_OPS:
+            check_attrs(node, registry.lookup(node.op, platform))
 
 
 def check_attrs(node: Node, lowering: registry.Lowering) -> None:

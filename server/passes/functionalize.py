@@ -18,20 +18,17 @@ import numpy as np
 
 from xlacs_server.errors import InvalidGraph
 from xlacs_server.graph.ir import Endpoint, Graph, Node
+from xlacs_server.lower.check import FUNCTIONALIZED_OPS
 from xlacs_server.passes.extract import Library, closure, cut, splice, unique_name
-from xlacs_server.passes.functionalize_cond import SWITCH_OPS, functionalize_conds
+from xlacs_server.passes.functionalize_cond import functionalize_conds
 from xlacs_server.passes.registry import Grouping, register_pass
-
-LOOP_OPS = ("Enter", "Exit", "NextIteration", "LoopCond")
-# The ops this pass removes; none of them has a lowering.
-DATAFLOW_OPS = frozenset((*LOOP_OPS, *SWITCH_OPS, "Merge"))
 
 Frame = tuple  # the frame names from the outermost loop in; () is the root
 
 
 @register_pass(Grouping.POST_IMPORT, phase=10)
 def functionalize_control_flow(graph: Graph) -> Graph:
-    if not any(n.op in DATAFLOW_OPS for n in graph.nodes.values()):
+    if not any(n.op in FUNCTIONALIZED_OPS for n in graph.nodes.values()):
         return graph
     library = Library(graph.library)
     frames = frames_of(graph)

@@ -35,9 +35,10 @@ def unsupported_regions(graph: Graph, unsupported: set[str]) -> list[dict]:
 @register_pass(Grouping.OPTIMIZATION, phase=0)
 def mark_for_compilation(graph: Graph) -> Graph:
     """Raises UnsupportedOps (with the unsupported regions) before any lowering; checks every node's attrs."""
-    missing = check.unsupported_ops(graph.nodes.values(), graph.platform)
+    nodes = [*graph.nodes.values(), *check.function_nodes(graph)]  # and the bodies of called functions
+    missing = check.unsupported_ops(nodes, graph.platform)
     if missing:
-        regions = unsupported_regions(graph, {n for nodes in missing.values() for n in nodes})
+        regions = unsupported_regions(graph, {n for names in missing.values() for n in names if n in graph.nodes})
         raise UnsupportedOps(missing, graph.platform, regions)
-    check.check_nodes(graph.nodes.values(), graph.platform)
+    check.check_nodes(nodes, graph.platform)
     return graph
