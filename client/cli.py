@@ -37,8 +37,14 @@ def parse_input(text: str) -> tuple[str, str]:
 def _compile(args, client: Client, feeds: dict):
     if not feeds:
         sys.exit("error: give each feed with --feed NAME=DTYPE[d0,...] (or --input NAME=FILE.npy for run)")
-    return client.compile(args.graph, feeds, args.fetch, device=args.device,
-                          name=args.name or pathlib.Path(args.graph).stem)
+    executable = client.compile(args.graph, feeds, args.fetch, device=args.device,
+                                name=args.name or pathlib.Path(args.graph).stem, dump_graphs=bool(args.dump_graphs))
+    if args.dump_graphs:
+        directory = pathlib.Path(args.dump_graphs)
+        directory.mkdir(parents=True, exist_ok=True)
+        for label, pbtxt in executable.graph_dumps.items():
+            (directory / f"{label}.pbtxt").write_text(pbtxt)
+    return executable
 
 
 def _compile_record(executable) -> dict:
@@ -128,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--fetch", action="append", required=True, help="node:index to compute")
         p.add_argument("--device", default="", help="cpu:0, gpu:1, ... (default: the server's first)")
         p.add_argument("--name", default="", help="graph name (the executable id's prefix)")
+        p.add_argument("--dump-graphs", default="", metavar="DIR", help="write the graph after each pass as pbtxt")
         if name == "run":
             p.add_argument("--input", type=parse_input, action="append", default=[], help="NAME=FILE.npy")
             p.add_argument("--out", required=True, help="directory for the outputs")

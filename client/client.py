@@ -41,6 +41,7 @@ class Executable:
         self.stage_ms = dict(response.stage_ms)
         self.cache = response.cache
         self.passes = list(response.passes)
+        self.graph_dumps = {d.name: d.pbtxt for d in response.graph_dumps}
         self.input_names = [s.name for s in response.signature.inputs]
         self.output_names = [s.name for s in response.signature.outputs]
 
@@ -68,10 +69,12 @@ class Client:
         self.timeout = timeout
 
     def compile(self, graph, feeds: Mapping[str, tuple], fetches: Iterable[str], device: str = "",
-                name: str = "") -> Executable:
-        """feeds: {"x:0": (dtype, shape)}; dtype may be a numpy dtype, a name such as "float32", or a tf.DType."""
+                name: str = "", dump_graphs: bool = False) -> Executable:
+        """feeds: {"x:0": (dtype, shape)}; dtype may be a numpy dtype, a name such as "float32", or a tf.DType.
+        With dump_graphs, Executable.graph_dumps holds the graph after each pass as pbtxt."""
         request = xlacs_pb2.CompileRequest(
             graph_def=graph_bytes(graph), fetches=list(fetches), device=device, graph_name=name,
+            dump_graphs=dump_graphs,
             feeds=[xlacs_pb2.TensorSpec(name=n, dtype=_dtype(d), shape=list(s)) for n, (d, s) in feeds.items()])
         return Executable(self, self.stub.Compile(request, timeout=self.timeout))
 

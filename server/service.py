@@ -12,7 +12,6 @@ import time
 import jax
 import jaxlib
 import numpy as np
-from google.protobuf import text_format
 
 from xlacs import dtypes
 from xlacs_server import metrics
@@ -27,7 +26,7 @@ from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.weights import WeightStore
 from xlacs_server.graph.fingerprint import fingerprint
-from xlacs_server.graph.importer import export_graph, import_graph
+from xlacs_server.graph.importer import graph_text, import_graph
 from xlacs_server.graph.ir import Endpoint, Graph
 from xlacs_server.lower import check
 from xlacs_server.lower import ops  # noqa: F401  (registers the lowerings)
@@ -94,10 +93,7 @@ class CompilationService:
         watch = Stopwatch()
         device = self.devices.resolve(spec.device)
         with watch.stage("parse"):
-            graph = with_signature(import_graph(spec.graph_def, self.settings.max_tensor_elements), spec)
-            graph = lift_weights(graph.replace(platform=device.platform), self.settings.lift_threshold_bytes,
-                                 self.settings.lift_min_float_elements)
-            inputs = [TensorSig(str(e), dtype, shape) for e, (dtype, shape) in zip(graph.feeds, graph.feed_specs)]
+            graph, inputs = self.compile_unit(spec, device)
         with watch.stage("key"):
             key = cache_key(spec.graph_name or "graph", self.ingredients(graph, inputs, device))
         executable, tier = self.l1.get(key), self.l1.tier
@@ -111,6 +107,20 @@ class CompilationService:
         with watch.stage("bind"):
             loaded = self._bind(executable, graph, inputs, device)
         return CompileResult(loaded, tier, watch.ms)
+
+    def compile_unit(self, spec: CompileSpec, device: DeviceRef) -> tuple[Graph, list[TensorSig]]:
+        """The request's graph with its signature, target platform and lifted weights; the feed signature."""
+        graph = with_signature(import_graph(spec.graph_def, self.settings.max_tensor_elements), spec)
+        graph = lift_weights(graph.replace(platform=device.platform), self.settings.lift_threshold_bytes,
+                             self.settings.lift_min_float_elements)
+        return graph, [TensorSig(str(e), dtype, shape) for e, (dtype, shape) in zip(graph.feeds, graph.feed_specs)]
+
+    def dump_passes(self, spec: CompileSpec) -> list[tuple[str, str]]:
+        """(label, pbtxt) of the graph after each pass, for `xlacs compile --dump-graphs`."""
+        graph, _ = self.compile_unit(spec, self.devices.resolve(spec.device))
+        dumps = []
+        run_pipeline(graph, lambda label, g: dumps.append((label, graph_text(g))))
+        return dumps
 
     def _bind(self, executable: Executable, graph: Graph, inputs: list[TensorSig],
               device: DeviceRef) -> LoadedExecutable:
@@ -167,7 +177,7 @@ class CompilationService:
         directory.mkdir(parents=True, exist_ok=True)
 
         def dump(label: str, graph: Graph) -> None:
-            (directory / f"{label}.pbtxt").write_text(text_format.MessageToString(export_graph(graph)))
+            (directory / f"{label}.pbtxt").write_text(graph_text(graph))
         return dump
 
     # --- Execute and introspection ------------------------------------------------------------------

@@ -38,18 +38,28 @@ class Signature(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ...) -> None: ...
 
 class CompileRequest(_message.Message):
-    __slots__ = ("graph_def", "feeds", "fetches", "device", "graph_name")
+    __slots__ = ("graph_def", "feeds", "fetches", "device", "graph_name", "dump_graphs")
     GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
     FEEDS_FIELD_NUMBER: _ClassVar[int]
     FETCHES_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     GRAPH_NAME_FIELD_NUMBER: _ClassVar[int]
+    DUMP_GRAPHS_FIELD_NUMBER: _ClassVar[int]
     graph_def: bytes
     feeds: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     fetches: _containers.RepeatedScalarFieldContainer[str]
     device: str
     graph_name: str
-    def __init__(self, graph_def: _Optional[bytes] = ..., feeds: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., fetches: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., graph_name: _Optional[str] = ...) -> None: ...
+    dump_graphs: bool
+    def __init__(self, graph_def: _Optional[bytes] = ..., feeds: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., fetches: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., graph_name: _Optional[str] = ..., dump_graphs: _Optional[bool] = ...) -> None: ...
+
+class GraphDump(_message.Message):
+    __slots__ = ("name", "pbtxt")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PBTXT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    pbtxt: str
+    def __init__(self, name: _Optional[str] = ..., pbtxt: _Optional[str] = ...) -> None: ...
 
 class PassRecord(_message.Message):
     __slots__ = ("name", "grouping", "phase", "ms", "nodes_before", "nodes_after")
@@ -68,7 +78,7 @@ class PassRecord(_message.Message):
     def __init__(self, name: _Optional[str] = ..., grouping: _Optional[str] = ..., phase: _Optional[int] = ..., ms: _Optional[float] = ..., nodes_before: _Optional[int] = ..., nodes_after: _Optional[int] = ...) -> None: ...
 
 class CompileResponse(_message.Message):
-    __slots__ = ("executable_id", "signature", "stage_ms", "cache", "passes")
+    __slots__ = ("executable_id", "signature", "stage_ms", "cache", "passes", "graph_dumps")
     class StageMsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -81,12 +91,14 @@ class CompileResponse(_message.Message):
     STAGE_MS_FIELD_NUMBER: _ClassVar[int]
     CACHE_FIELD_NUMBER: _ClassVar[int]
     PASSES_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_DUMPS_FIELD_NUMBER: _ClassVar[int]
     executable_id: str
     signature: Signature
     stage_ms: _containers.ScalarMap[str, float]
     cache: str
     passes: _containers.RepeatedCompositeFieldContainer[PassRecord]
-    def __init__(self, executable_id: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., cache: _Optional[str] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ...) -> None: ...
+    graph_dumps: _containers.RepeatedCompositeFieldContainer[GraphDump]
+    def __init__(self, executable_id: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., cache: _Optional[str] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ..., graph_dumps: _Optional[_Iterable[_Union[GraphDump, _Mapping]]] = ...) -> None: ...
 
 class ExecuteRequest(_message.Message):
     __slots__ = ("executable_id", "inputs")

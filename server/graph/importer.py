@@ -1,4 +1,5 @@
 """GraphDef bytes -> Graph, checking that the graph is well formed; Graph -> GraphDef for dumps."""
+from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from xlacs import dtypes
@@ -65,3 +66,13 @@ def export_graph(graph: Graph) -> tf.GraphDef:
     graph_def.versions.producer = graph.producer
     graph_def.library.function.extend(graph.library.values())
     return graph_def
+
+
+def graph_text(graph: Graph, max_tensor_bytes: int = 1024) -> str:
+    """The graph as pbtxt for dumps; tensors above max_tensor_bytes keep their dtype and shape only."""
+    graph_def = export_graph(graph)
+    for nd in graph_def.node:
+        for value in nd.attr.values():
+            if value.HasField("tensor") and len(value.tensor.tensor_content) > max_tensor_bytes:
+                value.tensor.ClearField("tensor_content")
+    return text_format.MessageToString(graph_def)

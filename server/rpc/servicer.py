@@ -35,11 +35,13 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             except dtypes.UnsupportedDType as e:
                 raise InvalidRequest(f"feed {f.name!r}: {e}") from None
             feeds.append((f.name, f.dtype, tuple(f.shape)))
-        result = self.service.compile(CompileSpec(request.graph_def, feeds, list(request.fetches),
-                                                  request.device, request.graph_name))
+        spec = CompileSpec(request.graph_def, feeds, list(request.fetches), request.device, request.graph_name)
+        result = self.service.compile(spec)
+        dumps = self.service.dump_passes(spec) if request.dump_graphs else []
         return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(result.loaded),
                                          stage_ms=result.stage_ms, cache=result.cache,
-                                         passes=_passes(result.loaded.executable))
+                                         passes=_passes(result.loaded.executable),
+                                         graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
     def Execute(self, request, context):
         inputs = {}

@@ -84,3 +84,13 @@ def test_errors_are_reported_as_json(server, add_pb):
 def test_bad_feed_syntax_is_a_usage_error(server, add_pb):
     result = xlacs("compile", str(add_pb), "--feed", "x:0=float32", "--fetch", "y:0", server=server, check=False)
     assert result.returncode == 2 and "NAME=DTYPE[d0,d1,...]" in result.stderr
+
+
+def test_compile_dump_graphs_writes_each_pass(server, add_pb, tmp_path):
+    out = tmp_path / "dumps"
+    xlacs("compile", str(add_pb), "--feed", "x:0=float32[2,3]", "--fetch", "y:0", "--dump-graphs", str(out),
+          server=server)
+    names = sorted(p.name for p in out.iterdir())
+    assert names[0] == "00_prune.pbtxt" and any("infer_shapes" in n for n in names)
+    last = (out / names[-1]).read_text()
+    assert 'op: "AddV2"' in last and "_output_shapes" in last
