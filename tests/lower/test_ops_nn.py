@@ -222,3 +222,66 @@ def test_pool3d_grads(client, padding):
                 raw.MaxPool3DGradGrad(orig_input=x, orig_output=y, grad=grad_grad, **pool),
                 raw.AvgPool3DGrad(orig_input_shape=tf.constant(x_shape), grad=grad, **pool))
     compile_and_compare(client, fn, [rand(x_shape), rand(out_shape), rand(x_shape)])
+
+
+# A quantization step is about 1e-2 here: a tolerance of 1e-6 catches a value rounded to the wrong step
+# while allowing XLA's fused multiply-adds and summation order their last bit.
+QUANT_TOLERANCE = dict(rtol=1e-6, atol=1e-6)
+
+
+def quant_inputs(shape):
+    """Values that include the exact range ends and rounding ties, where TF's arithmetic order matters."""
+    x = rand(shape, low=-8, high=8)
+    x.reshape(-1)[:4] = [-6.0, 6.0, 0.0, 0.5 * 12 / 255]
+    return x
+
+
+@pytest.mark.parametrize("num_bits,narrow_range", [(8, False), (8, True), (4, False)], ids=str)
+@pytest.mark.parametrize("low,high", [(-6.0, 6.0), (-0.3, 5.1), (0.2, 3.0)], ids=str)
+def test_fake_quant(client, low, high, num_bits, narrow_range):
+    attrs = dict(num_bits=num_bits, narrow_range=narrow_range)
+
+    def fn(x, g, lo, hi):
+        return (raw.FakeQuantWithMinMaxArgs(inputs=x, min=low, max=high, **attrs),
+                raw.FakeQuantWithMinMaxArgsGradient(gradients=g, inputs=x, min=low, max=high, **attrs),
+                raw.FakeQuantWithMinMaxVars(inputs=x, min=lo, max=hi, **attrs),
+                *raw.FakeQuantWithMinMaxVarsGradient(gradients=g, inputs=x, min=lo, max=hi, **attrs))
+    compile_and_compare(client, fn, [quant_inputs((4, 6)), rand((4, 6)), np.float32(low), np.float32(high)],
+                        **QUANT_TOLERANCE)
+
+
+def test_fake_quant_per_channel(client):
+    def fn(x, g, lo, hi):
+        return (raw.FakeQuantWithMinMaxVarsPerChannel(inputs=x, min=lo, max=hi),
+                *raw.FakeQuantWithMinMaxVarsPerChannelGradient(gradients=g, inputs=x, min=lo, max=hi))
+    compile_and_compare(client, fn, [quant_inputs((2, 3, 4)), rand((2, 3, 4)),
+                                     np.array([-6, -0.3, 0.2, -1], np.float32), np.array([6, 5.1, 3, 0.5], np.float32)],
+                        **QUANT_TOLERANCE)
+
+
+@pytest.mark.parametrize("signed,range_given,narrow,round_mode", [
+    (True, False, False, "HALF_TO_EVEN"), (True, True, True, "HALF_UP"), (False, True, False, "HALF_TO_EVEN"),
+    (False, False, False, "HALF_UP")], ids=str)
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_quantize_and_dequantize(client, signed, range_given, narrow, round_mode, axis):
+    attrs = dict(signed_input=signed, range_given=range_given, narrow_range=narrow, axis=axis)
+
+    def fn(x, lo, hi):
+        v3 = raw.QuantizeAndDequantizeV3(input=x, input_min=lo, input_max=hi, num_bits=tf.constant(6), **attrs)
+        if axis != -1 and range_given:  # TF's V2 and V4 shape functions and kernels disagree: they cannot run
+            return v3
+        return (v3, raw.QuantizeAndDequantizeV2(input=x, input_min=lo, input_max=hi, num_bits=5,
+                                                round_mode=round_mode, **attrs),
+                raw.QuantizeAndDequantizeV4(input=x, input_min=lo, input_max=hi, num_bits=8, round_mode=round_mode,
+                                            **attrs))
+    x = rand((3, 4), low=-2, high=3) if signed else rand((3, 4), low=0, high=3)
+    per_axis = (4,) if axis == 1 else ()
+    lo, hi = np.full(per_axis, -1.5 if signed else 0, np.float32), np.full(per_axis, 2.5, np.float32)
+    compile_and_compare(client, fn, [x, lo, hi - np.arange(lo.size, dtype=np.float32).reshape(per_axis) / 3],
+                        **QUANT_TOLERANCE)
+
+
+def test_quantize_and_dequantize_v4_grad(client):
+    compile_and_compare(client, lambda g, x, lo, hi: raw.QuantizeAndDequantizeV4Grad(
+        gradients=g, input=x, input_min=lo, input_max=hi, axis=1),
+        [rand((3, 4)), rand((3, 4)), np.full(4, -1.0, np.float32), np.array([1, 2, 0.5, 3], np.float32)])

@@ -1,0 +1,140 @@
+"""Simulated quantization: FakeQuant* (with their gradients) and QuantizeAndDequantize*, with TF's rounding."""
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.array import scalar
+from xlacs_server.lower.registry import register_op
+
+F32 = np.float32
+
+
+def divide(x, y):
+    """x / y rounded as IEEE division, as in TF's kernels. XLA's simplifier would otherwise turn x / c and
+    x / broadcast(y) into multiplications by a reciprocal, and x / (y / z) into x * z / y, moving values to
+    the neighbouring quantization step at rounding ties. The barrier hides a full-shaped divisor from it."""
+    shape = jnp.broadcast_shapes(jnp.shape(x), jnp.shape(y))
+    return x / lax.optimization_barrier(jnp.broadcast_to(y, shape))
+
+
+def nudge(min, max, num_bits: int, narrow_range: bool):
+    """(nudged_min, nudged_max, scale), moving the range so that real zero is exactly representable."""
+    quant_min, quant_max = F32(1 if narrow_range else 0), F32((1 << num_bits) - 1)
+    min, max = jnp.asarray(min, F32), jnp.asarray(max, F32)
+    scale = divide(max - min, quant_max - quant_min)
+    zero_point_from_min = quant_min - divide(min, scale)
+    zero_point = jnp.clip(lax.round(zero_point_from_min, lax.RoundingMethod.AWAY_FROM_ZERO), quant_min, quant_max)
+    return (quant_min - zero_point) * scale, (quant_max - zero_point) * scale, scale
+
+
+def fake_quant(inputs, min, max, num_bits, narrow_range, by_division=True):
+    """TF's Vars kernels divide by the scale; its Args kernel multiplies by the scale's inverse."""
+    nudged_min, nudged_max, scale = nudge(min, max, num_bits, narrow_range)
+    shifted = jnp.clip(inputs, nudged_min, nudged_max) - nudged_min
+    steps = divide(shifted, scale) if by_division else shifted * divide(F32(1), scale)
+    return jnp.floor(steps + F32(0.5)) * scale + nudged_min
+
+
+def fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, reduce_axes):
+    """(backprop wrt inputs, wrt min, wrt max): inside the nudged range the op is the identity."""
+    nudged_min, nudged_max, _ = nudge(min, max, num_bits, narrow_range)
+    zero = jnp.zeros((), gradients.dtype)
+    inside = jnp.where((inputs >= nudged_min) & (inputs <= nudged_max), gradients, zero)
+    below = jnp.sum(jnp.where(inputs < nudged_min, gradients, zero), axis=reduce_axes)
+    above = jnp.sum(jnp.where(inputs > nudged_max, gradients, zero), axis=reduce_axes)
+    return [inside, below, above]
+
+
+def all_but_last(x) -> tuple[int, ...]:
+    return tuple(range(x.ndim - 1))
+
+
+@register_op("FakeQuantWithMinMaxArgs")
+def fake_quant_args(ctx, inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
+    return [fake_quant(inputs, min, max, num_bits, narrow_range, by_division=False)]
+
+
+@register_op("FakeQuantWithMinMaxArgsGradient")
+def fake_quant_args_gradient(ctx, gradients, inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
+    return fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, ())[:1]
+
+
+@register_op("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel")
+def fake_quant_vars(ctx, inputs, min, max, *, num_bits=8, narrow_range=False):
+    return [fake_quant(inputs, min, max, num_bits, narrow_range)]
+
+
+@register_op("FakeQuantWithMinMaxVarsGradient")
+def fake_quant_vars_gradient(ctx, gradients, inputs, min, max, *, num_bits=8, narrow_range=False):
+    return fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, None)
+
+
+@register_op("FakeQuantWithMinMaxVarsPerChannelGradient")
+def fake_quant_vars_per_channel_gradient(ctx, gradients, inputs, min, max, *, num_bits=8, narrow_range=False):
+    return fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, all_but_last(inputs))
+
+
+ROUNDING = {"HALF_TO_EVEN": lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
+            "HALF_UP": lambda x: jnp.floor(x + jnp.asarray(0.5, x.dtype))}
+
+
+def along(vector, axis: int | None, ndim: int):
+    """A per-channel vector shaped to broadcast along `axis`; scalars (one range for all) pass unchanged."""
+    if axis is None or jnp.ndim(vector) == 0:
+        return vector
+    return jnp.reshape(vector, (1,) * axis + (-1,) + (1,) * (ndim - axis - 1))
+
+
+def quantize_and_dequantize(input, input_min, input_max, *, signed_input, num_bits, range_given, round_mode,
+                            narrow_range, axis):
+    if round_mode not in ROUNDING:
+        raise ValueError(f"round_mode {round_mode!r} is not one of {sorted(ROUNDING)}")
+    axis = None if axis == -1 else axis % input.ndim
+    if range_given:  # TF's V2 and V4 take a scalar range even per channel
+        min_range, max_range = along(input_min, axis, input.ndim), along(input_max, axis, input.ndim)
+    else:
+        reduce_axes = None if axis is None else tuple(a for a in range(input.ndim) if a != axis)
+        min_range = jnp.min(input, axis=reduce_axes, keepdims=True)
+        max_range = jnp.max(input, axis=reduce_axes, keepdims=True)
+    dtype = input.dtype
+    if signed_input:
+        min_q, max_q = -(1 << (num_bits - 1)) + narrow_range, (1 << (num_bits - 1)) - 1
+    else:
+        min_q, max_q = 0, (1 << num_bits) - 1
+    min_q, max_q = jnp.asarray(min_q, dtype), jnp.asarray(max_q, dtype)
+    # The side of the range that allows the smaller scale sets it; the other side is recomputed from it.
+    biggest = jnp.asarray(jnp.finfo(dtype).max, dtype)
+    from_min = jnp.where(min_q * min_range > 0, divide(min_q, min_range), biggest)
+    from_max = jnp.where(max_q * max_range > 0, divide(max_q, max_range), biggest)
+    use_min = from_min < from_max
+    scale = jnp.where(use_min, from_min, from_max)
+    inverse_scale = jnp.where(use_min, divide(min_range, min_q), divide(max_range, max_q))
+    if range_given:  # clamping to the adjusted range only keeps the quantized values in their type's range
+        input = jnp.clip(input, jnp.where(use_min, min_range, min_q * inverse_scale),
+                         jnp.where(use_min, max_q * inverse_scale, max_range))
+    return ROUNDING[round_mode](input * scale) * inverse_scale
+
+
+@register_op("QuantizeAndDequantizeV2", "QuantizeAndDequantizeV4", dtypes=D.FLOAT)
+def quantize_and_dequantize_v2(ctx, input, input_min, input_max, *, T, signed_input=True, num_bits=8,
+                               range_given=False, round_mode="HALF_TO_EVEN", narrow_range=False, axis=-1):
+    return [quantize_and_dequantize(input, input_min, input_max, signed_input=signed_input, num_bits=num_bits,
+                                    range_given=range_given, round_mode=round_mode, narrow_range=narrow_range,
+                                    axis=axis)]
+
+
+@register_op("QuantizeAndDequantizeV3", dtypes=D.FLOAT, constant_inputs=("num_bits",))
+def quantize_and_dequantize_v3(ctx, input, input_min, input_max, num_bits, *, T, signed_input=True,
+                               range_given=True, narrow_range=False, axis=-1):
+    return [quantize_and_dequantize(input, input_min, input_max, signed_input=signed_input,
+                                    num_bits=int(scalar(num_bits, "num_bits")), range_given=range_given,
+                                    round_mode="HALF_TO_EVEN", narrow_range=narrow_range, axis=axis)]
+
+
+@register_op("QuantizeAndDequantizeV4Grad", dtypes=D.FLOAT)
+def quantize_and_dequantize_v4_grad(ctx, gradients, input, input_min, input_max, *, T, axis=-1):
+    axis = None if axis == -1 else axis % input.ndim
+    low, high = along(input_min, axis, input.ndim), along(input_max, axis, input.ndim)
+    inside = jnp.where((input >= low) & (input <= high), gradients, jnp.zeros((), gradients.dtype))
+    return [inside, jnp.zeros_like(input_min), jnp.zeros_like(input_max)]
