@@ -44,7 +44,7 @@ def compile_graph(graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> C
     params = param_sigs(graph)
     specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in [*inputs, *params]]
     start = time.perf_counter()
-    lowered = jax.jit(build_program(graph, device.platform)).lower(*specs)
+    lowered = jax.jit(build_program(graph, graph.platform)).lower(*specs)
     stablehlo = lowered.as_text()
     lowered_at = time.perf_counter()
     compiled = lowered.compile()
