@@ -30,7 +30,8 @@ class Lowering:
 
     @property
     def module(self) -> str:
-        return getattr(self.rule, "__module__", None) or getattr(getattr(self.rule, "func", None), "__module__", "")
+        # A functools.partial's own __module__ is "functools": name the module of the function it wraps.
+        return getattr(getattr(self.rule, "func", self.rule), "__module__", "")
 
     def constant_input_index(self, spec: int | str, arity: int) -> tuple[int, str]:
         """The input position and the name an error uses for a declared constant input."""

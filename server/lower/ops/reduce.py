@@ -1,0 +1,98 @@
+"""Reductions over axes (Sum, Prod, Min, Max, Mean, All, Any, EuclideanNorm, ArgMax, ArgMin, L2Loss) and
+cumulative scans (Cumsum, Cumprod, CumulativeLogsumexp)."""
+import functools
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.array import axes
+from xlacs_server.lower.registry import register_op
+
+INT32 = np.dtype(np.int32)
+
+
+def _axes(x, reduction_indices) -> tuple[int, ...]:
+    for a in axes(reduction_indices):
+        if not -x.ndim <= a < x.ndim:
+            raise ValueError(f"axis {a} is out of range for a tensor of rank {x.ndim}")
+    return tuple(sorted({a % x.ndim for a in axes(reduction_indices)}))
+
+
+def _sum(x, axis, keepdims):
+    return jnp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)  # TF reduces in T, without widening
+
+
+def _prod(x, axis, keepdims):
+    return jnp.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def _mean(x, axis, keepdims):
+    if jnp.issubdtype(x.dtype, jnp.integer):  # TF divides integers with truncation
+        count = int(np.prod([x.shape[a] for a in axis], dtype=np.int64))
+        return lax.div(_sum(x, axis, keepdims), jnp.asarray(max(count, 1), x.dtype))
+    return jnp.mean(x, axis=axis, keepdims=keepdims)
+
+
+def _euclidean_norm(x, axis, keepdims):
+    squares = _sum(x * jnp.conj(x), axis, keepdims)
+    if jnp.issubdtype(x.dtype, jnp.integer):  # TF takes the root in double and truncates back to T
+        return jnp.sqrt(squares.astype(np.float64)).astype(x.dtype)
+    return jnp.sqrt(squares)
+
+
+def reduction(fn, ctx, input, reduction_indices, *, T, Tidx=INT32, keep_dims=False):
+    return [fn(input, axis=_axes(input, reduction_indices), keepdims=keep_dims)]
+
+
+def logical_reduction(fn, ctx, input, reduction_indices, *, Tidx=INT32, keep_dims=False):
+    return [fn(input, axis=_axes(input, reduction_indices), keepdims=keep_dims)]
+
+
+REDUCTIONS = {
+    "Sum": (_sum, D.NUMERIC),
+    "Prod": (_prod, D.NUMERIC),
+    "Mean": (_mean, D.NUMERIC),
+    "Max": (jnp.max, D.REAL),
+    "Min": (jnp.min, D.REAL),
+    "EuclideanNorm": (_euclidean_norm, D.NUMERIC),
+}
+for _op, (_fn, _dtypes) in REDUCTIONS.items():
+    register_op(_op, dtypes=_dtypes, constant_inputs=("reduction_indices",))(functools.partial(reduction, _fn))
+for _op, _fn in {"All": jnp.all, "Any": jnp.any}.items():
+    register_op(_op, constant_inputs=("reduction_indices",))(functools.partial(logical_reduction, _fn))
+
+
+def arg_reduction(fn, ctx, input, dimension, *, T, Tidx=INT32, output_type=np.dtype(np.int64)):
+    (axis,) = _axes(input, dimension)
+    return [fn(input, axis=axis).astype(output_type)]  # ties go to the lowest index, as in TF
+
+
+for _op, _fn in {"ArgMax": jnp.argmax, "ArgMin": jnp.argmin}.items():
+    register_op(_op, dtypes=D.REAL + (np.bool_,), constant_inputs=("dimension",))(functools.partial(arg_reduction, _fn))
+
+
+@register_op("L2Loss", dtypes=D.FLOAT)
+def l2_loss(ctx, t, *, T):
+    return [jnp.sum(jnp.square(t)) / 2]
+
+
+def cumulative(scan, identity, ctx, x, axis, *, T, Tidx=INT32, exclusive=False, reverse=False):
+    (axis,) = _axes(x, axis)
+    if exclusive:  # shift the input by one along the scan, bringing in the identity element
+        n = x.shape[axis]
+        pad = [(0, 0)] * x.ndim
+        pad[axis] = (0, 1) if reverse else (1, 0)
+        x = jnp.pad(x, pad, constant_values=identity)
+        x = lax.slice_in_dim(x, 1, n + 1, axis=axis) if reverse else lax.slice_in_dim(x, 0, n, axis=axis)
+    return [scan(x, axis=axis, reverse=reverse)]
+
+
+CUMULATIVE = {
+    "Cumsum": (lax.cumsum, 0, D.NUMERIC),
+    "Cumprod": (lax.cumprod, 1, D.NUMERIC),
+    "CumulativeLogsumexp": (lax.cumlogsumexp, -np.inf, D.FLOAT),
+}
+for _op, (_scan, _identity, _dtypes) in CUMULATIVE.items():
+    register_op(_op, dtypes=_dtypes, constant_inputs=("axis",))(functools.partial(cumulative, _scan, _identity))

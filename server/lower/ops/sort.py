@@ -1,0 +1,54 @@
+"""Sorting and searching: TopKV2, InTopK, InTopKV2, NthElement and Bucketize."""
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.registry import register_op
+
+INT32 = np.dtype(np.int32)
+
+
+@register_op("TopKV2", dtypes=D.REAL, constant_inputs=("k",))
+def top_k_v2(ctx, input, k, *, T, sorted=True, Tk=INT32, index_type=INT32):
+    k = int(k)
+    if not 0 <= k <= input.shape[-1]:
+        raise ValueError(f"k={k} must be in [0, {input.shape[-1]}], the size of the last dimension")
+    values, indices = lax.top_k(input, k)  # sorted, ties broken by the lower index, as TF
+    return [values, indices.astype(index_type)]
+
+
+def _in_top_k(predictions, targets, k):
+    # TF's kernel: false for a target out of range or a row with a non-finite score; otherwise true when
+    # fewer than k classes score strictly higher than the target (so ties count in the target's favour).
+    classes = predictions.shape[-1]
+    valid = (targets >= 0) & (targets < classes) & jnp.all(jnp.isfinite(predictions), axis=-1)
+    target = jnp.take_along_axis(predictions, jnp.clip(targets, 0, classes - 1)[:, None].astype(np.int32), axis=-1)
+    return [valid & (jnp.sum(predictions > target, axis=-1) < k)]
+
+
+@register_op("InTopKV2", dtypes=D.INDEX)
+def in_top_k_v2(ctx, predictions, targets, k, *, T=INT32):
+    return _in_top_k(predictions, targets, k)
+
+
+@register_op("InTopK", dtypes=D.INDEX)
+def in_top_k(ctx, predictions, targets, *, k, T=INT32):
+    return _in_top_k(predictions, targets, k)
+
+
+@register_op("NthElement", dtypes=D.REAL, constant_inputs=("n",))
+def nth_element(ctx, input, n, *, T, reverse=False):
+    n = int(n)
+    if not 0 <= n < input.shape[-1]:
+        raise ValueError(f"n={n} must be in [0, {input.shape[-1]}), the size of the last dimension")
+    return [jnp.sort(input, axis=-1)[..., -1 - n if reverse else n]]
+
+
+@register_op("Bucketize", dtypes=(np.int32, np.int64, np.float32, np.float64))
+def bucketize(ctx, input, *, T, boundaries):
+    # TF's kernel compares each value with float32 boundaries under C++ promotion: in double for float64
+    # inputs, in float for every other type.
+    compute = np.float64 if input.dtype == np.float64 else np.float32
+    edges = np.asarray(boundaries, np.float32).astype(compute)
+    return [jnp.searchsorted(edges, input.astype(compute), side="right").astype(np.int32)]

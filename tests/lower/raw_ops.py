@@ -1,0 +1,53 @@
+"""Helpers for the per-op math tests: tf.raw_ops called by position, random inputs of any dtype."""
+import inspect
+
+import ml_dtypes
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework import kernels, op_def_registry
+
+rng = np.random.default_rng(0)
+HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def op(name: str, **attrs):
+    """tf.raw_ops.<name> as a function of its inputs in OpDef order, with `attrs` bound."""
+    fn = getattr(tf.raw_ops, name)
+    # The Python wrapper renames some inputs (Sum's reduction_indices is `axis`) but keeps their order.
+    input_names = list(inspect.signature(fn).parameters)[:len(op_def_registry.get(name).input_arg)]
+    return lambda *inputs: fn(**dict(zip(input_names, inputs)), **attrs)
+
+
+def has_cpu_kernel(name: str, attr: str, dtype) -> bool:
+    """Whether TF (the oracle) can run the op for `attr`=dtype on CPU: some dtypes have only XLA kernels."""
+    enum = tf.as_dtype(dtype).as_datatype_enum
+    for kernel in kernels.get_registered_kernels_for_op(name).kernel:
+        allowed = {c.name: c.allowed_values.list.type for c in kernel.constraint}
+        if kernel.device_type == "CPU" and (attr not in allowed or enum in allowed[attr]):
+            return True
+    return False
+
+
+def rand(shape, dtype=np.float32, low=-3.0, high=3.0):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype.kind in "iu":
+        return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.uniform(low, high, size=shape) + 1j * rng.uniform(low, high, size=shape)).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def tolerance(dtype) -> dict:
+    """rtol/atol for comparing with TF at the dtype's own precision."""
+    dtype = np.dtype(dtype)
+    if dtype in HALF:
+        return {"rtol": 2e-2, "atol": 2e-2}
+    if dtype in (np.float64, np.complex128):
+        return {"rtol": 1e-10, "atol": 1e-12}
+    return {"rtol": 1e-4, "atol": 1e-5}
+
+
+def name(dtype) -> str:
+    return np.dtype(dtype).name

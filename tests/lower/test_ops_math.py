@@ -1,0 +1,376 @@
+"""Elementwise, reduction, scan, sorting, broadcasting and product ops against tf.raw_ops, through the service."""
+import ml_dtypes
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+
+from tests.lower.raw_ops import has_cpu_kernel, name, op, rand, tolerance
+from tests.oracle import assert_close, compile_and_compare
+from xlacs import dtypes as wire_dtypes, freeze
+from xlacs_server.lower import registry
+
+MATH_MODULES = {"unary", "binary", "broadcast", "math", "reduce", "sort", "linalg", "matrix_diag", "fft", "random"}
+MINE = [l for l in registry.registrations() if l.module.rsplit(".", 1)[-1] in MATH_MODULES and l.platform is None]
+
+
+def registered(op_name):
+    return registry.lookup(op_name, "cpu")
+
+
+def module_ops(module: str, arity: int) -> list[str]:
+    return sorted(l.op for l in MINE if l.module.endswith("." + module)
+                  and len(op_def_registry.get(l.op).input_arg) == arity)
+
+
+def dtypes_for(op_name, candidates):
+    """The candidate dtypes that both the registration and TF's CPU kernels (the oracle) take."""
+    lowering = registered(op_name)
+    return [d for d in candidates if np.dtype(d) in lowering.dtypes and has_cpu_kernel(op_name, lowering.type_attr, d)]
+
+
+def cases(ops, candidates, exclude=()):
+    """(op, dtype) params; ops registered without a dtype constraint (the logical ops) have their own tests."""
+    return [pytest.param(o, d, id=f"{o}-{name(d)}") for o in ops if o not in exclude and registered(o).dtypes
+            for d in dtypes_for(o, candidates)]
+
+
+@pytest.mark.parametrize("lowering", MINE, ids=lambda l: l.op)
+def test_registration_matches_the_tf_opdef(lowering):
+    """The rule takes exactly TF's attrs, requires none that TF defaults, and allows only TF's dtypes."""
+    op_def = op_def_registry.get(lowering.op)
+    assert op_def is not None, f"{lowering.op} is not a TF op"
+    tf_attrs = {a.name: a for a in op_def.attr}
+    assert set(lowering.attrs) == set(tf_attrs)
+    for attr, required in lowering.attrs.items():
+        assert not (required and tf_attrs[attr].HasField("default_value")), f"{attr} has a default in TF"
+    if lowering.dtypes is not None:
+        allowed = tf_attrs[lowering.type_attr].allowed_values.list.type
+        if allowed:
+            tf_dtypes = {wire_dtypes.to_numpy(t) for t in allowed if wire_dtypes.dtype_name(t).islower()}
+            assert lowering.dtypes <= tf_dtypes, f"not in TF's kernel: {lowering.dtypes - tf_dtypes}"
+
+
+# ---- unary -------------------------------------------------------------------------------------------------
+
+UNARY_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.uint8, np.complex64]
+DOMAINS = {  # op -> (low, high) of the float (and complex parts') inputs; default (-3, 3)
+    **dict.fromkeys(["Acos", "Asin", "Atanh", "Erfinv"], (-0.99, 0.99)),
+    **dict.fromkeys(["Log", "Sqrt", "Rsqrt"], (0.1, 5)),
+    "Acosh": (1.01, 5), "Log1p": (-0.9, 5), "Ndtri": (0.01, 0.99), "Tan": (-1.5, 1.5), "Digamma": (0.1, 6),
+    "Lgamma": (-2.9, 6), "Spence": (0, 3), "Softplus": (-30, 30), "Exp": (-10, 10),
+}
+NONZERO = {"Inv", "Reciprocal", "Xdivy", "Div", "DivNoNan", "FloorDiv", "FloorMod", "TruncateDiv",
+           "TruncateMod", "Mod", "RealDiv"}
+
+
+def nonzero(x):
+    return np.where(x == 0, np.ones_like(x), x)
+
+
+@pytest.mark.parametrize("op_name,dtype", cases(module_ops("unary", 1), UNARY_DTYPES))
+def test_unary(client, op_name, dtype):
+    if op_name == "Round" and np.dtype(dtype).kind == "i":
+        pytest.skip("TF's CPU kernel rounds integers to 0; see test_round_integers")
+    x = rand((2, 3, 4), dtype, *DOMAINS.get(op_name, (-3, 3)))
+    x = nonzero(x) if op_name in NONZERO else x
+    attrs = {"Tout": tf.as_dtype(np.real(x).dtype)} if op_name in ("Real", "Imag", "Angle", "ComplexAbs") else {}
+    compile_and_compare(client, op(op_name, **attrs), [x], **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=name)
+def test_unary_special_values(client, dtype):
+    """Rounding halves to even, and NaN/inf/-0 flow through the predicates and sign as in TF."""
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, np.nan, np.inf, -np.inf, 1e-30], dtype)
+    ops = ["Round", "Rint", "Sign", "IsNan", "IsInf", "IsFinite", "Floor", "Ceil", "Softsign", "Softplus"]
+    compile_and_compare(client, lambda x: [op(o)(x) for o in ops], [x])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64], ids=name)
+def test_round_integers(client, dtype):
+    """Integers round to themselves, as tf.math.round documents; TF's own CPU Round kernel returns 0 for them."""
+    frozen = freeze(tf.function(op("Round")), tf.TensorSpec((3, 4), dtype))
+    x = rand((3, 4), dtype, -9, 9)
+    (got,) = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches).execute(dict(zip(frozen.feeds, [x])))
+    assert_close(got, tf.math.round(x).numpy())
+
+
+@pytest.mark.parametrize("op_name,dtype", cases(module_ops("unary", 2), [np.float32, np.float64, np.complex64]))
+def test_unary_gradients(client, op_name, dtype):
+    y = rand((3, 4), dtype, 0.1, 0.9)
+    compile_and_compare(client, op(op_name), [y, rand((3, 4), dtype)], **tolerance(dtype))
+
+
+def test_logical_not(client):
+    compile_and_compare(client, op("LogicalNot"), [rand((3, 4), np.bool_)])
+
+
+# ---- binary ------------------------------------------------------------------------------------------------
+
+BINARY_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8, np.complex64]
+BINARY_DOMAINS = {  # op -> ((low, high) of x, (low, high) of y) for float inputs
+    **dict.fromkeys(["Igamma", "Igammac", "IgammaGradA", "RandomGammaGrad"], ((0.5, 5), (0.1, 5))),
+    "Zeta": ((1.1, 5), (0.5, 3)), "Xlogy": ((-3, 3), (0.1, 5)), "Xlog1py": ((-3, 3), (-0.9, 5)),
+    "Pow": ((0.1, 3), (-2, 2)),
+}
+
+
+def binary_inputs(op_name, dtype, shapes=((2, 3, 4), (3, 1))):
+    (xl, xh), (yl, yh) = BINARY_DOMAINS.get(op_name, ((-5, 5), (-5, 5)))
+    if np.dtype(dtype).kind in "iu" and op_name == "Pow":
+        (xl, xh), (yl, yh) = (-3, 3), (0, 3)
+    if np.dtype(dtype).kind in "iu" and op_name in ("LeftShift", "RightShift"):
+        (yl, yh) = (0, np.iinfo(dtype).bits - 1)
+    x, y = rand(shapes[0], dtype, xl, xh), rand(shapes[1], dtype, yl, yh)
+    if op_name in ("Xlogy", "Xlog1py", "Xdivy", "MulNoNan", "DivNoNan"):
+        x.flat[::3] = 0  # the ops' special case
+    if op_name in ("DivNoNan", "MulNoNan"):
+        y.flat[::2] = 0
+    return x, nonzero(y) if op_name in NONZERO - {"DivNoNan"} else y
+
+
+@pytest.mark.parametrize("op_name,dtype", cases(module_ops("binary", 2), BINARY_DTYPES,
+                                                exclude={"Polygamma", "Complex", "ApproximateEqual"}))
+def test_binary(client, op_name, dtype):
+    compile_and_compare(client, op(op_name), list(binary_inputs(op_name, dtype)), **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=name)
+def test_polygamma(client, dtype):
+    n = np.array([[0], [1], [2], [3]], dtype)
+    compile_and_compare(client, op("Polygamma"), [n, rand((4, 5), dtype, 0.5, 5)], **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.float32, np.float64], ids=name)
+def test_division_and_modulo_signs(client, dtype):
+    """Every sign combination, exact multiples and a dividend smaller than the divisor."""
+    x = np.array([7, -7, 7, -7, 6, -6, 3, -3, 0], dtype) if np.dtype(dtype).kind != "u" else np.array([7, 6, 3, 0], dtype)
+    y = np.array([2, 2, -2, -2, 3, -3, 5, 5, 4], dtype) if np.dtype(dtype).kind != "u" else np.array([2, 3, 5, 4], dtype)
+    ops = [o for o in ("Div", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod", "Mod")
+           if np.dtype(dtype) in registered(o).dtypes]
+    if np.dtype(dtype).kind == "f":
+        x, y = x * 1.5, y * 1.25
+    compile_and_compare(client, lambda x, y: [op(o)(x, y) for o in ops], [x, y])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64], ids=name)
+def test_shifts_clamp_the_amount(client, dtype):
+    bits = np.iinfo(dtype).bits
+    x = np.array([1, 1, 1, 64, 3, 5], dtype)
+    y = np.array([0, bits - 1, bits + 3, 2, 0, 1], dtype)
+    if np.dtype(dtype).kind == "i":
+        x, y = np.append(x, [-64, -1]).astype(dtype), np.append(y, [-1, bits]).astype(dtype)
+    compile_and_compare(client, lambda x, y: [op("LeftShift")(x, y), op("RightShift")(x, y)], [x, y])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_], ids=name)
+def test_equality(client, dtype):
+    x, y = rand((3, 4), dtype, -2, 2), rand((4,), dtype, -2, 2)
+    compile_and_compare(client, lambda x, y: [op("Equal")(x, y), op("NotEqual")(x, y)], [x, y])
+
+
+def test_equality_of_incompatible_shapes(client):
+    fn = lambda x, y: [op("Equal", incompatible_shape_error=False)(x, y),  # noqa: E731
+                       op("NotEqual", incompatible_shape_error=False)(x, y)]
+    compile_and_compare(client, fn, [rand((3, 4)), rand((2,))])
+
+
+@pytest.mark.parametrize("op_name", ["LogicalAnd", "LogicalOr"])
+def test_logical(client, op_name):
+    compile_and_compare(client, op(op_name), [rand((3, 4), np.bool_), rand((4,), np.bool_)])
+
+
+@pytest.mark.parametrize("dtype", dtypes_for("ApproximateEqual", [np.float32, np.float64, np.int32, np.complex64]),
+                         ids=name)
+def test_approximate_equal(client, dtype):
+    x = rand((3, 4), dtype)
+    y = x + np.where(rand((3, 4), np.bool_), 2, 0).astype(dtype)
+    compile_and_compare(client, op("ApproximateEqual", tolerance=0.01), [x, y])
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=name)
+def test_complex(client, dtype):
+    real = np.real(np.zeros((), dtype)).dtype
+    compile_and_compare(client, op("Complex", Tout=tf.as_dtype(dtype)), [rand((3, 4), real), rand((4,), real)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=name)
+def test_betainc(client, dtype):
+    compile_and_compare(client, op("Betainc"), [rand((3, 4), dtype, 0.5, 5), rand((3, 4), dtype, 0.5, 5),
+                                                rand((3, 4), dtype, 0.01, 0.99)], **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.complex64], ids=name)
+def test_add_n(client, dtype):
+    compile_and_compare(client, lambda a, b, c: tf.raw_ops.AddN(inputs=[a, b, c]), [rand((3, 4), dtype)
+                                                                                    for _ in range(3)])
+
+
+def test_accumulate_n_v2(client):
+    """TF has no kernel for AccumulateNV2 (a graph pass rewrites it), but frozen graphs can hold it: AddN's twin."""
+    spec = tf.TensorSpec((3, 4), tf.float32)
+    frozen = freeze(tf.function(lambda a, b: tf.raw_ops.AccumulateNV2(inputs=[a, b], shape=[3, 4])), spec, spec)
+    a, b = rand((3, 4)), rand((3, 4))
+    (got,) = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches).execute(dict(zip(frozen.feeds, [a, b])))
+    assert_close(got, tf.raw_ops.AddN(inputs=[a, b]).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8], ids=name)
+def test_clip_by_value(client, dtype):
+    t = rand((3, 4), dtype, 0, 10)
+    compile_and_compare(client, lambda t, lo, hi: [op("ClipByValue")(t, lo, hi), op("ClipByValue")(t, lo[0, 0], 7)],
+                        [t, rand((3, 4), dtype, 0, 4), rand((3, 4), dtype, 5, 9)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_], ids=name)
+def test_select(client, dtype):
+    """Select's vector condition picks rows; SelectV2 broadcasts all three operands."""
+    def fn(c, rows, t, e):
+        return op("Select")(c, t, e), op("Select")(rows, t, e), op("Select")(c[0, 0, 0], t, e), \
+            op("SelectV2")(rows[:, None, None], t, e[0])
+    compile_and_compare(client, fn, [rand((2, 3, 4), np.bool_), rand((2,), np.bool_), rand((2, 3, 4), dtype),
+                                     rand((2, 3, 4), dtype)])
+
+
+# ---- broadcasting ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shapes", [((2, 1, 3), (4, 1)), ((5,), (5,)), ((1, 1), (1,)), ((), (2, 3)),
+                                    ((2, 1), (1, 1))], ids=str)
+def test_broadcast_shapes(client, shapes):
+    """BroadcastArgs and BroadcastGradientArgs of constant shapes fold, so their result can shape a tensor."""
+    a, b = (np.zeros(s, np.float32) for s in shapes)
+
+    def fn(a, b):
+        out = tf.raw_ops.BroadcastArgs(s0=tf.shape(a), s1=tf.shape(b))
+        r0, r1 = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(a), s1=tf.shape(b, out_type=tf.int32))
+        return out, r0, r1, tf.raw_ops.BroadcastTo(input=a, shape=out), tf.reduce_sum(a + b, axis=r0)
+    compile_and_compare(client, fn, [a + rand(shapes[0]), b + rand(shapes[1])])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.bool_, np.int64], ids=name)
+def test_broadcast_to(client, dtype):
+    compile_and_compare(client, lambda x: tf.raw_ops.BroadcastTo(input=x, shape=tf.constant([2, 3, 4], tf.int64)),
+                        [rand((3, 1), dtype)])
+
+
+# ---- reductions and scans ----------------------------------------------------------------------------------
+
+REDUCE_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.uint8, np.complex64]
+
+
+@pytest.mark.parametrize("axis", [[0], [1, -1], [], [0, 1, 2]], ids=str)
+@pytest.mark.parametrize("op_name,dtype", cases(["Sum", "Prod", "Mean", "Max", "Min", "EuclideanNorm"],
+                                                REDUCE_DTYPES))
+def test_reductions(client, op_name, dtype, axis):
+    low, high = (0.5, 1.5) if op_name == "Prod" else (-3, 3)
+    x = rand((2, 3, 4), dtype, low, high) if np.dtype(dtype).kind != "u" else rand((2, 3, 4), dtype, 0, 9)
+    fn = op(op_name)
+    compile_and_compare(client, lambda x: [fn(x, tf.constant(axis, tf.int32)),
+                                           op(op_name, keep_dims=True)(x, tf.constant(axis, tf.int64))],
+                        [x], **tolerance(dtype))
+
+
+@pytest.mark.parametrize("op_name", ["All", "Any"])
+def test_logical_reductions(client, op_name):
+    compile_and_compare(client, lambda x: [op(op_name)(x, tf.constant([1])), op(op_name, keep_dims=True)(x, [0, 2]),
+                                           op(op_name)(x, tf.constant([], tf.int32))],
+                        [rand((2, 3, 4), np.bool_)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.bool_], ids=name)
+@pytest.mark.parametrize("op_name", ["ArgMax", "ArgMin"])
+def test_arg_reductions(client, op_name, dtype):
+    x = rand((3, 4, 5), dtype, 0, 3)  # small integer range: ties, which go to the lowest index
+    compile_and_compare(client, lambda x: [op(op_name)(x, tf.constant(1)), op(op_name, output_type=tf.int32)(x, -1),
+                                           op(op_name)(x, tf.constant(0, tf.int64))], [x])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16], ids=name)
+def test_l2_loss(client, dtype):
+    compile_and_compare(client, op("L2Loss"), [rand((3, 4), dtype)], **tolerance(dtype))
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("op_name,dtype", cases(["Cumsum", "Cumprod", "CumulativeLogsumexp"],
+                                                [np.float32, np.float64, np.int32, np.complex64]))
+def test_cumulative(client, op_name, dtype, exclusive, reverse):
+    x = rand((3, 4, 5), dtype, 0.5, 1.5) if op_name == "Cumprod" else rand((3, 4, 5), dtype)
+    fn = op(op_name, exclusive=exclusive, reverse=reverse)
+    compile_and_compare(client, lambda x: [fn(x, tf.constant(1)), fn(x, tf.constant(-1, tf.int64))], [x],
+                        **tolerance(dtype))
+
+
+# ---- sorting and searching ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.float16], ids=name)
+def test_top_k(client, dtype):
+    """Values with ties; k = the full size is how tf.sort and tf.argsort use TopKV2."""
+    def fn(x):
+        v, i = tf.raw_ops.TopKV2(input=x, k=tf.constant(3))
+        v64, i64 = tf.raw_ops.TopKV2(input=x, k=tf.constant(6, tf.int64), index_type=tf.int64)
+        return v, i, v64, i64, tf.sort(x, direction="ASCENDING"), tf.argsort(x, stable=True)
+    compile_and_compare(client, fn, [rand((2, 4, 6), dtype, 0, 9)])
+
+
+def test_in_top_k(client):
+    """Ties count for the target; a target out of range or a non-finite score makes the answer false."""
+    predictions = np.array([[0.1, 0.5, 0.5, 0.2], [0.3, 0.3, 0.3, 0.3], [0.9, np.nan, 0.1, 0.2],
+                            [0.4, 0.3, 0.2, 0.1], [1, 2, 3, 4]], np.float32)
+
+    def fn(p, t, k):
+        return [tf.raw_ops.InTopKV2(predictions=p, targets=t, k=k), tf.raw_ops.InTopK(predictions=p, targets=t, k=1),
+                tf.raw_ops.InTopKV2(predictions=p, targets=tf.cast(t, tf.int64), k=tf.constant(2, tf.int64))]
+    for k in (1, 2, 3):
+        compile_and_compare(client, fn, [predictions, np.array([2, 3, 0, 5, 2], np.int32), np.array(k, np.int32)])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64], ids=name)
+def test_nth_element(client, dtype, reverse):
+    compile_and_compare(client, lambda x: [op("NthElement", reverse=reverse)(x, tf.constant(n)) for n in (0, 2, 4)],
+                        [rand((2, 3, 5), dtype, 0, 9)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64], ids=name)
+def test_bucketize(client, dtype):
+    """Values on the boundaries go up; float64 values compare against the float32 boundaries in double."""
+    x = np.concatenate([rand((10,), dtype, -5, 5), np.array([-1, 0, 2, 3, 0.1], dtype)])
+    compile_and_compare(client, op("Bucketize", boundaries=[-1.0, 0.0, 0.1, 2.0, 3.5]), [x])
+
+
+# ---- products ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.complex64, np.float16], ids=name)
+def test_matmul_dtypes(client, dtype):
+    compile_and_compare(client, lambda a, b: [tf.raw_ops.MatMul(a=a, b=b, transpose_b=True),
+                                              tf.raw_ops.BatchMatMulV2(x=a[None], y=b[None], adj_y=True)],
+                        [rand((3, 4), dtype), rand((5, 4), dtype)], **tolerance(dtype))
+
+
+@pytest.mark.parametrize("ta,tb,tout", [(np.int8, np.uint8, np.int32), (np.float64, np.float64, np.float64),
+                                        (ml_dtypes.bfloat16, np.int8, ml_dtypes.bfloat16)], ids=str)
+def test_batch_matmul_v3(client, ta, tb, tout):
+    fn = lambda x, y: tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=tf.as_dtype(tout), adj_x=True)  # noqa: E731
+    compile_and_compare(client, fn, [rand((2, 4, 3), ta), rand((1, 4, 5), tb)], **tolerance(tout))
+
+
+@pytest.mark.parametrize("transpose_a,transpose_b", [(False, False), (True, True)])
+def test_sparse_matmul(client, transpose_a, transpose_b):
+    a = rand((4, 3) if transpose_a else (3, 4))
+    b = rand((5, 4) if transpose_b else (4, 5))
+    compile_and_compare(client, lambda a, b: tf.raw_ops.SparseMatMul(a=a, b=b, transpose_a=transpose_a,
+                                                                     transpose_b=transpose_b, a_is_sparse=True), [a, b])
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ii->i", [(4, 4)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 2)]), ("abc->cba", [(2, 3, 4)]), ("ij->", [(3, 4)]),
+    ("bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]), ("i,j->ij", [(3,), (4,)])], ids=lambda v: str(v))
+def test_einsum(client, equation, shapes):
+    compile_and_compare(client, lambda *xs: tf.raw_ops.Einsum(inputs=list(xs), equation=equation),
+                        [rand(s) for s in shapes])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=name)
+def test_cross(client, dtype):
+    compile_and_compare(client, op("Cross"), [rand((2, 4, 3), dtype), rand((2, 4, 3), dtype)])
