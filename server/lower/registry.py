@@ -33,13 +33,19 @@ class Lowering:
         # A functools.partial's own __module__ is "functools": name the module of the function it wraps.
         return getattr(getattr(self.rule, "func", self.rule), "__module__", "")
 
+    @property
+    def constant_input_names(self) -> list[str]:
+        """The declared constant inputs by name, for listings."""
+        return [self.constant_input_index(c, len(self.input_names))[1] for c in self.constant_inputs]
+
     def constant_input_index(self, spec: int | str, arity: int) -> tuple[int, str]:
         """The input position and the name an error uses for a declared constant input."""
         if isinstance(spec, str):
             return self.input_names.index(spec), spec
         index = spec % arity if arity else spec
-        name = self.input_names[index] if index < len(self.input_names) else f"input {index}"
-        return index, name
+        if 0 <= index < len(self.input_names):
+            return index, self.input_names[index]
+        return index, "last input" if spec == -1 else f"input {spec}"
 
 
 class DuplicateRegistration(RuntimeError):

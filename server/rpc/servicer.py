@@ -61,8 +61,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
     def ListOps(self, request, context):
         return xlacs_pb2.ListOpsResponse(ops=[
             xlacs_pb2.OpLowering(op=l.op, dtypes=sorted(str(d) for d in l.dtypes or ()), devices=sorted(l.devices),
-                                 constant_inputs=[l.constant_input_index(c, len(l.input_names) or 1)[1]
-                                                  for c in l.constant_inputs],
+                                 constant_inputs=l.constant_input_names,
                                  attrs=sorted(l.attrs), platform_overrides=registry.overrides(l.op), module=l.module)
             for l in registry.registrations() if l.platform is None])
 
