@@ -103,6 +103,9 @@ class TraceCache:
     def __init__(self):
         self._traced: dict[tuple, Traced] = {}
 
+    def __len__(self) -> int:
+        return len(self._traced)
+
     def trace(self, ref: FuncRef, args: list, run: Callable[[list], list]) -> tuple[Traced, list]:
         """The traced body of `ref` for `args` (values, tracers or ShapeDtypeStructs, as pytrees) and the
         non-constant input leaves to apply it to. `run(args)` lowers the body on concrete arguments."""

@@ -1,0 +1,141 @@
+"""The function library: calls, functional If/Case/While lowered to JAX control flow, each function
+lowered once per signature, unreached functions ignored, and errors that name the node."""
+import grpc
+import jax
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.oracle import assert_close, specs_of
+from xlacs_server.graph.importer import import_graph
+from xlacs_server.graph.ir import Endpoint
+from xlacs_server.lower.engine import Lowerer
+
+rng = np.random.default_rng(0)
+
+
+def traced_graph(fn, args):
+    """The graph of tf.function(fn) as traced, unfrozen: nested tf.functions stay PartitionedCalls and
+    tf.switch_case a Case, with their bodies in the function library."""
+    concrete = tf.function(fn).get_concrete_function(*specs_of(args))
+    feeds = {t.name: (t.dtype.as_numpy_dtype, tuple(t.shape)) for t in concrete.inputs}
+    return concrete.graph.as_graph_def(), feeds, [t.name for t in concrete.outputs]
+
+
+def compile_and_compare_traced(client, fn, args):
+    graph_def, feeds, fetches = traced_graph(fn, args)
+    got = client.compile(graph_def, feeds, fetches).execute(dict(zip(feeds, args)))
+    want = fn(*[tf.constant(a) for a in args])
+    for g, w in zip(got, want if isinstance(want, (list, tuple)) else [want]):
+        assert_close(g, np.asarray(w))
+    return graph_def
+
+
+@tf.function
+def affine(a, b):
+    return a * b + 1.0, tf.shape(a)
+
+
+def calls(x, y):
+    """Two calls with one signature, one with another; a shape returned by a call feeds a Reshape."""
+    z, shape = affine(x, x)
+    z, _ = affine(z, x)
+    w, _ = affine(y, y)
+    return tf.reshape(z, tf.reverse(shape, [0])), w
+
+
+def test_partitioned_calls(client):
+    graph_def = compile_and_compare_traced(client, calls, [rng.normal(size=(3, 4)).astype(np.float32),
+                                                            rng.normal(size=(5,)).astype(np.float32)])
+    assert [n.op for n in graph_def.node].count("PartitionedCall") == 3
+
+
+def test_each_function_is_lowered_once_per_signature():
+    graph_def, feeds, fetches = traced_graph(calls, [np.zeros((3, 4), np.float32), np.zeros((5,), np.float32)])
+    graph = import_graph(graph_def.SerializeToString(), 1 << 20)
+    graph = graph.replace(feeds=[Endpoint.parse(f) for f in feeds], fetches=[Endpoint.parse(f) for f in fetches])
+    lowerer = Lowerer(graph, "cpu")
+
+    def program(x, y):
+        env = dict(zip(graph.feeds, [x, y]))
+        lowerer.run(graph.topological_order(), env)
+        return [env[f] for f in graph.fetches]
+
+    jax.make_jaxpr(program)(jax.ShapeDtypeStruct((3, 4), np.float32), jax.ShapeDtypeStruct((5,), np.float32))
+    assert len(lowerer.traces) == 2
+
+
+def switch_case(x, k):
+    return tf.switch_case(k, [lambda: x + 1.0, lambda: tf.exp(x), lambda: x * -2.0])
+
+
+@pytest.mark.parametrize("k", [0, 2, 9, -3])
+def test_case(client, k):
+    graph_def = compile_and_compare_traced(client, switch_case, [rng.normal(size=(4,)).astype(np.float32), np.int32(k)])
+    assert any(n.op in ("Case", "StatelessCase") for n in graph_def.node)
+
+
+def constant_predicates(x, flag):
+    """A cond on a constant picks its branch at compile time; one whose branches return the same
+    constant returns that constant: both results may feed a Reshape."""
+    picked = tf.cond(tf.constant(True), lambda: tf.constant([4, 3]), lambda: tf.constant([2, 6]))
+    same = tf.cond(flag > 0, lambda: tf.reverse(tf.shape(x), [0]), lambda: tf.constant([4, 3]))
+    return tf.reshape(x, picked) + tf.reshape(x, same) * tf.cast(flag, tf.float32)
+
+
+@pytest.mark.parametrize("flag", [1, -1])
+def test_constant_predicates_keep_results_static(client, flag):
+    compile_and_compare_traced(client, constant_predicates, [rng.normal(size=(3, 4)).astype(np.float32),
+                                                             np.int32(flag)])
+
+
+def growing(x):
+    return tf.while_loop(lambda a: tf.size(a) < 8, lambda a: [tf.concat([a, a], 0)], [x],
+                         shape_invariants=[tf.TensorShape([None])])[0]
+
+
+def test_loop_variable_changing_shape_is_an_error_naming_the_node(client):
+    graph_def, feeds, fetches = traced_graph(growing, [np.zeros((2,), np.float32)])
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(graph_def, feeds, fetches)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "node 'while'" in e.value.details() and "is float32[2] before the body" in e.value.details()
+
+
+@tf.function
+def cudnn_variant(x, h, c, params):
+    return tf.raw_ops.CudnnRNNV3(input=x, input_h=h, input_c=c, params=params, sequence_lengths=[2],
+                                 rnn_mode="lstm")[0]
+
+
+def with_cudnn_function(graph_def, call: bool):
+    """The graph with a cuDNN LSTM function in its library (as Keras 2 put one beside the generic LSTM),
+    called by a PartitionedCall node when `call`."""
+    specs = [tf.TensorSpec([2, 1, 3]), tf.TensorSpec([1, 1, 4]), tf.TensorSpec([1, 1, 4]), tf.TensorSpec([128])]
+    function = cudnn_variant.get_concrete_function(*specs).function_def
+    graph_def.library.function.add().CopyFrom(function)
+    if call:
+        node = graph_def.node.add(name="cudnn_call", op="PartitionedCall", input=["x"] * 4)
+        node.attr["f"].func.name = function.signature.name
+        node.attr["Tin"].list.type.extend([tf.float32.as_datatype_enum] * 4)
+        node.attr["Tout"].list.type.extend([tf.float32.as_datatype_enum])
+    return graph_def
+
+
+def test_unreached_library_function_does_not_matter(client):
+    x = rng.normal(size=(3,)).astype(np.float32)
+    graph_def, feeds, fetches = traced_graph(lambda x: x * 2.0, [x])
+    graph_def = with_cudnn_function(graph_def, call=False)
+    got, = client.compile(graph_def, feeds, fetches).execute({"x:0": x})
+    assert_close(got, x * 2.0)
+    assert not client.check(graph_def.SerializeToString()).unsupported
+
+
+def test_unsupported_op_in_a_called_function_is_unimplemented(client):
+    graph_def, feeds, _ = traced_graph(lambda x: x * 2.0, [np.zeros((3,), np.float32)])
+    graph_def = with_cudnn_function(graph_def, call=True)
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(graph_def, feeds, ["cudnn_call:0"])
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED and "CudnnRNNV3" in e.value.details()
+    unsupported = client.check(graph_def.SerializeToString()).unsupported
+    assert [u.op for u in unsupported] == ["CudnnRNNV3"] and unsupported[0].nodes[0].startswith("__inference_cudnn")
