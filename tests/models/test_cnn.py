@@ -5,7 +5,7 @@ import pytest
 from tests.models.keras_models import frozen_keras
 from tests.oracle import assert_close
 
-CNNS = {"MobileNetV2": (1, 224, 224, 3), "ResNet50": (1, 224, 224, 3)}
+CNNS = {name: (1, 224, 224, 3) for name in ("MobileNetV2", "ResNet50", "EfficientNetB0", "DenseNet121")}
 
 
 @pytest.mark.parametrize("lower_control_flow", [True, False])
