@@ -71,7 +71,6 @@ def create_app(service, *, refresh_s: float = 2.0) -> FastAPI:
         app.get(path, tags=["api"], response_class=PlainTextResponse,
                 responses={404: {"description": NOT_CACHED, "content": problem}})(_download(view))
 
-
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException) -> Response:
         """A page's error is a page for a person; anything else gets FastAPI's JSON."""

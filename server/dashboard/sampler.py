@@ -20,7 +20,7 @@ class Sample:
 
 
 class Sampler:
-    def __init__(self, service, interval_s: float, keep: int = 900):
+    def __init__(self, service, interval_s: float, keep: int = 900):  # 900 samples: half an hour at 2 s
         self.service = service
         self.interval_s = interval_s
         self._history: collections.deque[Sample] = collections.deque(maxlen=keep)

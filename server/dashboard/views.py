@@ -64,7 +64,7 @@ def _device(d) -> models.Device:
 
 def ops(dash: Dash, q: Annotated[str, Query(max_length=200, description="part of an op or module name")] = "",
         device: Annotated[str, Query(pattern=f"^({'|'.join(registry.PLATFORMS)})?$",
-                                     description="only the ops this platform can lower; empty: any")] = "",
+                                     description="only the lowerings this platform uses; empty: all")] = "",
         ) -> models.Ops:
     platform_name = device or None
     graphs, nodes = collections.Counter(), collections.Counter()
@@ -75,7 +75,7 @@ def ops(dash: Dash, q: Annotated[str, Query(max_length=200, description="part of
     needle = q.strip().lower()
     shown = [l for l in registered
              if (needle in l.op.lower() or needle in l.module.lower())
-             and (platform_name is None or (platform_name in l.devices and l.platform in (None, platform_name)))]
+             and (platform_name is None or registry.lookup(l.op, platform_name) is l)]
     return models.Ops(query=q, device=platform_name, platforms=list(registry.PLATFORMS), registered=len(registered),
                       ops=[_op(l, graphs[l.op], nodes[l.op]) for l in shown], coverage=_coverage(platform_name))
 
@@ -89,8 +89,9 @@ def _op(l: registry.Lowering, graphs: int, nodes: int) -> models.Op:
 
 def _coverage(platform_name: str | None) -> models.Coverage:
     platforms = [platform_name] if platform_name else registry.PLATFORMS
-    covered = [op for op in SEED_OPS if any(registry.lookup(op, p) for p in platforms)]
-    missing = [op for op in SEED_OPS if op not in set(covered)]
+    covered, missing = [], []
+    for op in SEED_OPS:
+        (covered if any(registry.lookup(op, p) for p in platforms) else missing).append(op)
     return models.Coverage(reference=SEED_REFERENCE, device=platform_name, total=len(SEED_OPS), covered=covered,
                            missing=missing, percent=100.0 * len(covered) / len(SEED_OPS))
 
