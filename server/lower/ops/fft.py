@@ -1,0 +1,44 @@
+"""Fast Fourier transforms over the innermost 1, 2 or 3 dimensions: FFT, IFFT, RFFT, IRFFT and their 2D/3D forms.
+
+RFFT and IRFFT take fft_length as a compile-time constant; the input is cropped or zero-padded to it (for
+IRFFT, its innermost dimension to fft_length[-1] // 2 + 1), as in TF and numpy.
+"""
+import functools
+
+import jax.numpy as jnp
+import numpy as np
+
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.array import axes
+from xlacs_server.lower.registry import register_op
+
+REAL = (np.float32, np.float64)
+COMPLEX64 = np.dtype(np.complex64)
+FLOAT32 = np.dtype(np.float32)
+
+
+def _inner(rank: int) -> tuple[int, ...]:
+    return tuple(range(-rank, 0))
+
+
+def complex_fft(transform, rank, ctx, input, *, Tcomplex=COMPLEX64):
+    return [transform(input, axes=_inner(rank))]
+
+
+def real_fft(rank, ctx, input, fft_length, *, Treal=FLOAT32, Tcomplex=COMPLEX64):
+    return [jnp.fft.rfftn(input, s=axes(fft_length), axes=_inner(rank)).astype(Tcomplex)]
+
+
+def inverse_real_fft(rank, ctx, input, fft_length, *, Treal=FLOAT32, Tcomplex=COMPLEX64):
+    return [jnp.fft.irfftn(input, s=axes(fft_length), axes=_inner(rank)).astype(Treal)]
+
+
+for _rank, _suffix in ((1, ""), (2, "2D"), (3, "3D")):
+    register_op("FFT" + _suffix, dtypes=D.COMPLEX, type_attr="Tcomplex")(
+        functools.partial(complex_fft, jnp.fft.fftn, _rank))
+    register_op("IFFT" + _suffix, dtypes=D.COMPLEX, type_attr="Tcomplex")(
+        functools.partial(complex_fft, jnp.fft.ifftn, _rank))
+    register_op("RFFT" + _suffix, dtypes=REAL, type_attr="Treal", constant_inputs=("fft_length",))(
+        functools.partial(real_fft, _rank))
+    register_op("IRFFT" + _suffix, dtypes=REAL, type_attr="Treal", constant_inputs=("fft_length",))(
+        functools.partial(inverse_real_fft, _rank))

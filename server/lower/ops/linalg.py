@@ -1,0 +1,142 @@
+"""Linear algebra over batches of matrices: factorizations, eigen- and singular values, determinants, solves."""
+import jax.numpy as jnp
+import jax.scipy.linalg
+import ml_dtypes
+import numpy as np
+from jax import lax
+
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.math import adjoint
+from xlacs_server.lower.registry import register_op
+
+# TF's linear-algebra kernels: float32/64 and complex; a few OpDefs also list float16.
+LINALG = (np.float32, np.float64) + D.COMPLEX
+LINALG_HALF = LINALG + (np.float16,)
+HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def _widening_half(fn):
+    """`fn` computed in float32 for float16 and bfloat16 inputs, which jax's linear algebra does not take."""
+    def wrapped(x, *args):
+        if x.dtype not in HALF:
+            return fn(x, *args)
+        outputs = fn(x.astype(np.float32), *(a.astype(np.float32) if a.dtype == x.dtype else a for a in args))
+        return [out.astype(x.dtype) if out.dtype == np.float32 else out for out in outputs]
+    return wrapped
+
+
+def _no_output(dtype):
+    # TF leaves an output that a flag turned off (Svd's u and v without compute_uv) as an empty scalar slot.
+    return jnp.zeros((), dtype)
+
+
+@register_op("Cholesky", dtypes=LINALG_HALF)
+def cholesky(ctx, input, *, T):
+    # Only the lower triangle is read, as in TF; a matrix that is not positive definite gives NaNs, not an error.
+    return _widening_half(lambda x: [lax.linalg.cholesky(x, symmetrize_input=False)])(input)
+
+
+@register_op("Qr", dtypes=LINALG_HALF)
+def qr(ctx, input, *, T, full_matrices=False):
+    return _widening_half(lambda x: list(jnp.linalg.qr(x, mode="complete" if full_matrices else "reduced")))(input)
+
+
+@register_op("MatrixDeterminant", dtypes=LINALG_HALF)
+def matrix_determinant(ctx, input, *, T):
+    return _widening_half(lambda x: [jnp.linalg.det(x)])(input)
+
+
+@register_op("LogMatrixDeterminant", dtypes=LINALG_HALF)
+def log_matrix_determinant(ctx, input, *, T):
+    def slogdet(x):
+        sign, log_abs = jnp.linalg.slogdet(x)
+        return [sign.astype(x.dtype), log_abs.astype(x.dtype)]  # both outputs are T, complex ones included
+    return _widening_half(slogdet)(input)
+
+
+@register_op("MatrixInverse", dtypes=LINALG_HALF)
+def matrix_inverse(ctx, input, *, T, adjoint=False):
+    return _widening_half(lambda x: [jnp.linalg.inv(_adjoint_if(x, adjoint))])(input)
+
+
+def _adjoint_if(x, flag: bool):
+    return adjoint(x) if flag else x
+
+
+@register_op("MatrixSolve", dtypes=LINALG_HALF)
+def matrix_solve(ctx, matrix, rhs, *, T, adjoint=False):
+    return _widening_half(lambda a, b: [jnp.linalg.solve(_adjoint_if(a, adjoint), b)])(matrix, rhs)
+
+
+@register_op("MatrixTriangularSolve", dtypes=LINALG_HALF + (ml_dtypes.bfloat16,))
+def matrix_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
+    # Batch dimensions broadcast (TF >= 2.2); only the `lower` (or upper) triangle of the matrix is read.
+    batch = np.broadcast_shapes(matrix.shape[:-2], rhs.shape[:-2])
+    matrix = jnp.broadcast_to(matrix, batch + matrix.shape[-2:])
+    rhs = jnp.broadcast_to(rhs, batch + rhs.shape[-2:])
+    return _widening_half(lambda a, b: [lax.linalg.triangular_solve(
+        a, b, left_side=True, lower=lower, transpose_a=adjoint, conjugate_a=adjoint)])(matrix, rhs)
+
+
+@register_op("MatrixSolveLs", dtypes=LINALG_HALF)
+def matrix_solve_ls(ctx, matrix, rhs, l2_regularizer, *, T, fast=True):
+    def solve(a, b, l2):
+        if not fast:  # TF's complete orthogonal decomposition: the minimum-norm least-squares solution
+            return [jnp.linalg.lstsq(a, b)[0]]
+        # TF's fast path: the regularized normal equations, on the smaller Gram matrix.
+        m, n = a.shape[-2:]
+        if m >= n:
+            gram = adjoint(a) @ a + l2.astype(a.dtype) * jnp.eye(n, dtype=a.dtype)
+            return [jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(gram), True), adjoint(a) @ b)]
+        gram = a @ adjoint(a) + l2.astype(a.dtype) * jnp.eye(m, dtype=a.dtype)
+        return [adjoint(a) @ jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(gram), True), b)]
+    return _widening_half(solve)(matrix, rhs, l2_regularizer)
+
+
+@register_op("Svd", dtypes=LINALG_HALF)
+def svd(ctx, input, *, T, compute_uv=True, full_matrices=False):
+    def decompose(x):
+        if not compute_uv:
+            return [jnp.linalg.svd(x, compute_uv=False).astype(x.dtype), _no_output(x.dtype), _no_output(x.dtype)]
+        u, s, vh = jnp.linalg.svd(x, full_matrices=full_matrices)
+        return [s.astype(x.dtype), u, adjoint(vh)]  # TF returns V, not its adjoint
+    return _widening_half(decompose)(input)
+
+
+@register_op("SelfAdjointEigV2", dtypes=LINALG_HALF)
+def self_adjoint_eig_v2(ctx, input, *, T, compute_v=True):
+    def decompose(x):
+        # The lower triangle is read, as TF's Eigen solver does; eigenvalues come in ascending order.
+        v, w = lax.linalg.eigh(x, lower=True, symmetrize_input=False)
+        return [w.astype(x.dtype), v if compute_v else _no_output(x.dtype)]
+    return _widening_half(decompose)(input)
+
+
+@register_op("Eig", dtypes=LINALG, devices=("cpu",))  # XLA has a non-symmetric eigensolver on CPU only
+def eig(ctx, input, *, T, Tout, compute_v=True):
+    w, v = jnp.linalg.eig(input)
+    return [w.astype(Tout), v.astype(Tout) if compute_v else _no_output(Tout)]
+
+
+@register_op("Lu", dtypes=LINALG_HALF)
+def lu(ctx, input, *, T, output_idx_type=np.dtype(np.int32)):
+    def factor(x):
+        packed, _, permutation = lax.linalg.lu(x)  # input[permutation] == L @ U, as TF's p
+        return [packed, permutation.astype(output_idx_type)]
+    return _widening_half(factor)(input)
+
+
+@register_op("MatrixExponential", dtypes=LINALG_HALF)
+def matrix_exponential(ctx, input, *, T):
+    return _widening_half(lambda x: [jax.scipy.linalg.expm(x)])(input)
+
+
+@register_op("TridiagonalMatMul", dtypes=LINALG)
+def tridiagonal_mat_mul(ctx, superdiag, maindiag, subdiag, rhs, *, T):
+    """superdiag[..., i] multiplies rhs row i + 1, subdiag[..., i] row i - 1 (the unused ends are ignored)."""
+    def rows(d):
+        return jnp.swapaxes(d, -1, -2)  # [..., 1, M] -> [..., M, 1], one factor per row of rhs
+    zero = jnp.zeros_like(rhs[..., :1, :])
+    below = jnp.concatenate([rhs[..., 1:, :], zero], axis=-2)
+    above = jnp.concatenate([zero, rhs[..., :-1, :]], axis=-2)
+    return [rows(maindiag) * rhs + rows(superdiag) * below + rows(subdiag) * above]

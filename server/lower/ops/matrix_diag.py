@@ -1,0 +1,160 @@
+"""Diagonals and bands of matrices: MatrixBandPart, the MatrixDiag/DiagPart/SetDiag families, Diag, DiagPart.
+
+The V2/V3 ops address a band of diagonals k = (low, high); diagonal d holds the elements (i, i + d). Diagonals
+shorter than the longest are padded on the side that `align` names ("superdiagonal_subdiagonal", d = 0 counts
+as a superdiagonal); V1 and V2 align everything to the left. Gather tables are built with numpy, since every
+shape and k is a compile-time constant.
+"""
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.array import axes
+from xlacs_server.lower.registry import register_op
+
+V2_ALIGN = "LEFT_LEFT"
+
+
+@register_op("MatrixBandPart", dtypes=D.ALL)
+def matrix_band_part(ctx, input, num_lower, num_upper, *, T, Tindex=np.dtype(np.int64)):
+    rows, cols = input.shape[-2:]
+    i = lax.broadcasted_iota(np.int64, (rows, cols), 0)
+    j = lax.broadcasted_iota(np.int64, (rows, cols), 1)
+    keep = ((num_lower < 0) | (i - j <= num_lower)) & ((num_upper < 0) | (j - i <= num_upper))  # negative: all
+    return [jnp.where(keep, input, jnp.zeros((), input.dtype))]
+
+
+def _band(k) -> tuple[int, int]:
+    k = axes(k)
+    low, high = (k[0], k[0]) if len(k) == 1 else k
+    if low > high:
+        raise ValueError(f"k={list(k)}: the lower diagonal index must not exceed the upper one")
+    return low, high
+
+
+def _length(d: int, rows: int, cols: int) -> int:
+    return min(rows + min(0, d), cols - max(0, d))
+
+
+def _offset(d: int, max_length: int, rows: int, cols: int, align: str) -> int:
+    """Where diagonal d starts in its padded row of the packed diagonals."""
+    superdiagonal, subdiagonal = align.split("_")
+    right = (superdiagonal if d >= 0 else subdiagonal) == "RIGHT"
+    return max_length - _length(d, rows, cols) if right else 0
+
+
+def _packed_positions(rows, cols, low, high, max_length, align):
+    """For each matrix element: whether it lies in the band, and its flat index in [num_diags * max_length]."""
+    i, j = np.indices((rows, cols))
+    d = j - i
+    in_band = (low <= d) & (d <= high)
+    offsets = np.array([_offset(x, max_length, rows, cols, align) for x in range(low, high + 1)], np.int64)
+    position = (high - d) * max_length + np.minimum(i, j) + offsets[np.clip(d - low, 0, high - low)]
+    return in_band, np.where(in_band, position, 0)
+
+
+def _from_packed(diagonal, rows, cols, low, high, align):
+    """The band's elements, gathered from diagonals packed as [..., num_diags, max_length], and where they go."""
+    max_length = diagonal.shape[-1]
+    if low == high:
+        diagonal = diagonal[..., None, :]
+    in_band, position = _packed_positions(rows, cols, low, high, max_length, align)
+    flat = jnp.reshape(diagonal, diagonal.shape[:-2] + (-1,))
+    return in_band, jnp.take(flat, position.reshape(-1), axis=-1).reshape(flat.shape[:-1] + (rows, cols))
+
+
+def _matrix_diag(diagonal, k, num_rows, num_cols, padding_value, align):
+    low, high = _band(k)
+    max_length = diagonal.shape[-1]
+    min_rows, min_cols = max_length - min(high, 0), max_length + max(low, 0)
+    rows, cols = int(num_rows), int(num_cols)  # -1: the smallest square (or rectangle) that fits, as TF
+    if rows == -1 and cols == -1:
+        rows = cols = max(min_rows, min_cols)
+    rows, cols = (min_rows if rows == -1 else rows), (min_cols if cols == -1 else cols)
+    in_band, values = _from_packed(diagonal, rows, cols, low, high, align)
+    return [jnp.where(in_band, values, jnp.asarray(padding_value, diagonal.dtype))]
+
+
+def _matrix_diag_part(input, k, padding_value, align):
+    low, high = _band(k)
+    rows, cols = input.shape[-2:]
+    max_length = min(rows + min(high, 0), cols - max(low, 0))
+    diagonals = range(high, low - 1, -1)  # the output's rows, from the highest diagonal down
+    d = np.array(diagonals)[:, None]
+    lengths = np.array([_length(x, rows, cols) for x in diagonals])[:, None]
+    offsets = np.array([_offset(x, max_length, rows, cols, align) for x in diagonals])[:, None]
+    index = np.arange(max_length)[None, :] - offsets  # the position along each diagonal
+    valid = (index >= 0) & (index < lengths)
+    position = np.where(valid, (index + np.maximum(-d, 0)) * cols + index + np.maximum(d, 0), 0)
+    flat = jnp.reshape(input, input.shape[:-2] + (rows * cols,))
+    values = jnp.take(flat, position.reshape(-1), axis=-1).reshape(flat.shape[:-1] + valid.shape)
+    out = jnp.where(valid, values, jnp.asarray(padding_value, input.dtype))
+    return [out[..., 0, :] if low == high else out]
+
+
+def _matrix_set_diag(input, diagonal, k, align):
+    low, high = _band(k)
+    in_band, values = _from_packed(diagonal, *input.shape[-2:], low, high, align)
+    return [jnp.where(in_band, values, input)]
+
+
+@register_op("MatrixDiagV3", dtypes=D.ALL, constant_inputs=("k", "num_rows", "num_cols"))
+def matrix_diag_v3(ctx, diagonal, k, num_rows, num_cols, padding_value, *, T, align="RIGHT_LEFT"):
+    return _matrix_diag(diagonal, k, num_rows, num_cols, padding_value, align)
+
+
+@register_op("MatrixDiagV2", dtypes=D.ALL, constant_inputs=("k", "num_rows", "num_cols"))
+def matrix_diag_v2(ctx, diagonal, k, num_rows, num_cols, padding_value, *, T):
+    return _matrix_diag(diagonal, k, num_rows, num_cols, padding_value, V2_ALIGN)
+
+
+@register_op("MatrixDiag", dtypes=D.ALL)
+def matrix_diag(ctx, diagonal, *, T):
+    return _matrix_diag(diagonal, 0, -1, -1, 0, V2_ALIGN)
+
+
+@register_op("MatrixDiagPartV3", dtypes=D.ALL, constant_inputs=("k",))
+def matrix_diag_part_v3(ctx, input, k, padding_value, *, T, align="RIGHT_LEFT"):
+    return _matrix_diag_part(input, k, padding_value, align)
+
+
+@register_op("MatrixDiagPartV2", dtypes=D.ALL, constant_inputs=("k",))
+def matrix_diag_part_v2(ctx, input, k, padding_value, *, T):
+    return _matrix_diag_part(input, k, padding_value, V2_ALIGN)
+
+
+@register_op("MatrixDiagPart", dtypes=D.ALL)
+def matrix_diag_part(ctx, input, *, T):
+    return _matrix_diag_part(input, 0, 0, V2_ALIGN)
+
+
+@register_op("MatrixSetDiagV3", dtypes=D.ALL, constant_inputs=("k",))
+def matrix_set_diag_v3(ctx, input, diagonal, k, *, T, align="RIGHT_LEFT"):
+    return _matrix_set_diag(input, diagonal, k, align)
+
+
+@register_op("MatrixSetDiagV2", dtypes=D.ALL, constant_inputs=("k",))
+def matrix_set_diag_v2(ctx, input, diagonal, k, *, T):
+    return _matrix_set_diag(input, diagonal, k, V2_ALIGN)
+
+
+@register_op("MatrixSetDiag", dtypes=D.ALL)
+def matrix_set_diag(ctx, input, diagonal, *, T):
+    return _matrix_set_diag(input, diagonal, 0, V2_ALIGN)
+
+
+@register_op("Diag", dtypes=D.FLOAT + (np.int32, np.int64) + D.COMPLEX)
+def diag(ctx, diagonal, *, T):
+    """A tensor of rank 2r whose element [i..., i...] is diagonal[i...], zero elsewhere."""
+    n = int(np.prod(diagonal.shape, dtype=np.int64))
+    return [jnp.reshape(jnp.diag(jnp.reshape(diagonal, (n,))), diagonal.shape * 2)]
+
+
+@register_op("DiagPart", dtypes=D.FLOAT + (np.int32, np.int64) + D.COMPLEX)
+def diag_part(ctx, input, *, T):
+    shape = input.shape[:input.ndim // 2]
+    if input.ndim % 2 or input.shape[input.ndim // 2:] != shape:
+        raise ValueError(f"DiagPart needs a shape of the form s + s, got {list(input.shape)}")
+    n = int(np.prod(shape, dtype=np.int64))
+    return [jnp.reshape(jnp.diagonal(jnp.reshape(input, (n, n))), shape)]

@@ -1,0 +1,247 @@
+"""Random number ops, on JAX's counter-based PRNG (threefry), deterministic for a given seed.
+
+The numbers are not TF's Philox stream; what matches TF is each op's distribution, shape and dtype, and that
+a stateless op is a pure function of its seed (or key and counter). The stateful ops (RandomUniform, ...) draw
+from their `seed`/`seed2` attrs; with both 0, TF would pick a fresh seed per run, we derive one from the node
+name, so every op still gets its own stream and an executable replays the same numbers on each run.
+"""
+import functools
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.array import axes
+from xlacs_server.lower.registry import register_op
+
+INDEX = D.INDEX
+UNIFORM_INT = (np.int32, np.int64, np.uint32, np.uint64)
+FLOAT_NO_BF16 = (np.float16, np.float32, np.float64)
+PHILOX = np.int32(1)  # TF's RNG_ALG_PHILOX, the algorithm its CPU kernels report
+INT32 = np.dtype(np.int32)
+INT64 = np.dtype(np.int64)
+FLOAT32 = np.dtype(np.float32)
+TRUNCATION = 2.0  # TF's truncated normals drop values more than two standard deviations out
+
+
+def key_from(words):
+    """A PRNG key from 64-bit words (seeds, keys, counters), constant or traced: each word's two halves."""
+    words = jnp.asarray(words).astype(np.uint64).reshape(-1)
+    halves = jnp.stack([(words & 0xFFFFFFFF), words >> 32], axis=-1).reshape(-1).astype(np.uint32)
+    key = jax.random.wrap_key_data(halves[:2], impl="threefry2x32")
+    for i in range(2, halves.shape[0]):
+        key = jax.random.fold_in(key, halves[i])
+    return key
+
+
+def attr_key(ctx, seed: int, seed2: int):
+    if seed == 0 and seed2 == 0:
+        return key_from(np.array([zlib.crc32(ctx.name.encode()), 0], np.uint64))
+    return key_from(np.array([seed, seed2], np.int64))
+
+
+def v2_key(key, counter):
+    return key_from(jnp.concatenate([jnp.asarray(key).reshape(-1), jnp.asarray(counter).reshape(-1)]))
+
+
+# ---- distributions: f(key, shape, dtype, *parameters) ---------------------------------------------------------
+
+def uniform(key, shape, dtype):
+    return jax.random.uniform(key, shape, dtype)  # [0, 1)
+
+
+def normal(key, shape, dtype):
+    return jax.random.normal(key, shape, dtype)
+
+
+def truncated_normal(key, shape, dtype):
+    return jax.random.truncated_normal(key, -TRUNCATION, TRUNCATION, shape, dtype)
+
+
+def uniform_int(key, shape, dtype, minval, maxval):
+    return jax.random.randint(key, shape, minval, maxval, dtype)  # [minval, maxval)
+
+
+def uniform_full_int(key, shape, dtype):
+    unsigned = np.dtype(f"uint{np.dtype(dtype).itemsize * 8}")
+    return lax.bitcast_convert_type(jax.random.bits(key, shape, unsigned), dtype)
+
+
+def _categorical(key, logits, num_samples: int, dtype):
+    batch = logits.shape[0]
+    logits = logits.astype(np.float64 if logits.dtype == np.float64 else np.float32)
+    return jax.random.categorical(key, logits[:, None, :], axis=-1, shape=(batch, num_samples)).astype(dtype)
+
+
+def _real(rate):
+    return rate if rate.dtype in (np.float32, np.float64) else rate.astype(np.float64)  # Poisson rates may be ints
+
+
+def _shape(shape) -> tuple[int, ...]:
+    return axes(shape) if np.ndim(shape) else ()
+
+
+# ---- stateless ops seeded by a [2] tensor ----------------------------------------------------------------------
+
+def stateless(distribution, ctx, shape, seed, *, dtype=FLOAT32, T=INT32, Tseed=INT64):
+    return [distribution(key_from(seed), _shape(shape), dtype)]
+
+
+for _op, _distribution in {"StatelessRandomUniform": uniform, "StatelessRandomNormal": normal,
+                           "StatelessTruncatedNormal": truncated_normal}.items():
+    register_op(_op, dtypes=D.FLOAT, type_attr="dtype", constant_inputs=("shape",), foldable=False)(
+        functools.partial(stateless, _distribution))
+
+
+@register_op("StatelessRandomUniformFullInt", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateless_random_uniform_full_int(ctx, shape, seed, *, dtype=np.dtype(np.uint64), T=INT32, Tseed=INT64):
+    return [uniform_full_int(key_from(seed), _shape(shape), dtype)]
+
+
+@register_op("StatelessRandomUniformInt", dtypes=INDEX, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateless_random_uniform_int(ctx, shape, seed, minval, maxval, *, dtype, T, Tseed=INT64):
+    return [uniform_int(key_from(seed), _shape(shape), dtype, minval, maxval)]
+
+
+@register_op("StatelessMultinomial", dtypes=D.REAL, constant_inputs=("num_samples",), foldable=False)
+def stateless_multinomial(ctx, logits, num_samples, seed, *, T, Tseed=INT64, output_dtype=INT64):
+    return [_categorical(key_from(seed), logits, int(num_samples), output_dtype)]
+
+
+@register_op("StatelessParameterizedTruncatedNormal", dtypes=FLOAT_NO_BF16, type_attr="dtype",
+             constant_inputs=("shape",), foldable=False)
+def stateless_parameterized_truncated_normal(ctx, shape, seed, means, stddevs, minvals, maxvals, *, S, Tseed=INT64,
+                                             dtype):
+    return [_parameterized_truncated_normal(key_from(seed), _shape(shape), dtype, means, stddevs, minvals, maxvals)]
+
+
+def _parameterized_truncated_normal(key, shape, dtype, means, stddevs, minvals, maxvals):
+    lower, upper = (minvals - means) / stddevs, (maxvals - means) / stddevs
+    return (jax.random.truncated_normal(key, lower, upper, shape, dtype) * stddevs + means).astype(dtype)
+
+
+@register_op("StatelessRandomGammaV2", dtypes=FLOAT_NO_BF16, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateless_random_gamma_v2(ctx, shape, seed, alpha, *, dtype, T, Tseed=INT64):
+    return [jax.random.gamma(key_from(seed), alpha, _shape(shape), dtype)]  # alpha broadcasts into shape
+
+
+@register_op("StatelessRandomPoisson", dtypes=FLOAT_NO_BF16 + INDEX, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateless_random_poisson(ctx, shape, seed, lam, *, Rtype, dtype, T, Tseed=INT64):
+    return [jax.random.poisson(key_from(seed), _real(lam), _shape(shape)).astype(dtype)]
+
+
+@register_op("StatelessRandomBinomial", dtypes=FLOAT_NO_BF16 + INDEX, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateless_random_binomial(ctx, shape, seed, counts, probs, *, S, Tseed=INT64, T=np.dtype(np.float64),
+                              dtype=INT64):
+    sample = jax.random.binomial(key_from(seed), counts.astype(np.float64), probs.astype(np.float64), _shape(shape))
+    return [sample.astype(dtype)]
+
+
+# ---- stateless V2 ops: a key and counter (from StatelessRandomGetKeyCounter) and an algorithm -----------------
+
+@register_op("StatelessRandomGetKeyCounter", dtypes=INDEX, type_attr="Tseed")
+def stateless_random_get_key_counter(ctx, seed, *, Tseed=INT64):
+    seed = jnp.asarray(seed).astype(np.uint64)
+    return [seed[:1], jnp.stack([seed[1], jnp.zeros((), np.uint64)])]
+
+
+@register_op("StatelessRandomGetKeyCounterAlg", dtypes=INDEX, type_attr="Tseed")
+def stateless_random_get_key_counter_alg(ctx, seed, *, Tseed=INT64):
+    return stateless_random_get_key_counter(ctx, seed, Tseed=Tseed) + [PHILOX]
+
+
+@register_op("StatelessRandomGetAlg")
+def stateless_random_get_alg(ctx):
+    return [PHILOX]
+
+
+def stateless_v2(distribution, ctx, shape, key, counter, alg, *, dtype=FLOAT32, Tshape=INT32):
+    # `alg` picks TF's bit generator; every value gives the same threefry stream here.
+    return [distribution(v2_key(key, counter), _shape(shape), dtype)]
+
+
+for _op, _distribution in {"StatelessRandomUniformV2": uniform, "StatelessRandomNormalV2": normal,
+                           "StatelessTruncatedNormalV2": truncated_normal}.items():
+    register_op(_op, dtypes=D.FLOAT, type_attr="dtype", constant_inputs=("shape",), foldable=False)(
+        functools.partial(stateless_v2, _distribution))
+
+
+@register_op("StatelessRandomUniformFullIntV2", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateless_random_uniform_full_int_v2(ctx, shape, key, counter, alg, *, dtype=np.dtype(np.uint64),
+                                         Tshape=INT32):
+    return [uniform_full_int(v2_key(key, counter), _shape(shape), dtype)]
+
+
+@register_op("StatelessRandomUniformIntV2", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateless_random_uniform_int_v2(ctx, shape, key, counter, alg, minval, maxval, *, dtype, Tshape=INT32):
+    return [uniform_int(v2_key(key, counter), _shape(shape), dtype, minval, maxval)]
+
+
+@register_op("StatelessRandomGammaV3", dtypes=FLOAT_NO_BF16, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateless_random_gamma_v3(ctx, shape, key, counter, alg, alpha, *, dtype, shape_dtype=INT32):
+    return [jax.random.gamma(v2_key(key, counter), alpha, _shape(shape), dtype)]
+
+
+@register_op("StatelessShuffle", dtypes=D.ALL, foldable=False)
+def stateless_shuffle(ctx, value, key, counter, alg, *, T):
+    return [jax.random.permutation(v2_key(key, counter), value, axis=0, independent=False)]
+
+
+# ---- stateful ops, seeded by their seed and seed2 attrs ---------------------------------------------------------
+
+def stateful(distribution, ctx, shape, *, dtype, T, seed=0, seed2=0):
+    return [distribution(attr_key(ctx, seed, seed2), _shape(shape), dtype)]
+
+
+for _op, _distribution in {"RandomUniform": uniform, "RandomStandardNormal": normal,
+                           "TruncatedNormal": truncated_normal}.items():
+    register_op(_op, dtypes=D.FLOAT, type_attr="dtype", constant_inputs=("shape",), foldable=False)(
+        functools.partial(stateful, _distribution))
+
+
+@register_op("RandomUniformInt", dtypes=INDEX, type_attr="Tout", constant_inputs=("shape",), foldable=False)
+def random_uniform_int(ctx, shape, minval, maxval, *, Tout, T, seed=0, seed2=0):
+    return [uniform_int(attr_key(ctx, seed, seed2), _shape(shape), Tout, minval, maxval)]
+
+
+@register_op("Multinomial", dtypes=D.REAL, constant_inputs=("num_samples",), foldable=False)
+def multinomial(ctx, logits, num_samples, *, T, output_dtype=INT64, seed=0, seed2=0):
+    return [_categorical(attr_key(ctx, seed, seed2), logits, int(num_samples), output_dtype)]
+
+
+@register_op("RandomShuffle", dtypes=D.ALL, foldable=False)
+def random_shuffle(ctx, value, *, T, seed=0, seed2=0):
+    return [jax.random.permutation(attr_key(ctx, seed, seed2), value, axis=0, independent=False)]
+
+
+@register_op("ParameterizedTruncatedNormal", dtypes=D.FLOAT, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def parameterized_truncated_normal(ctx, shape, means, stdevs, minvals, maxvals, *, dtype, T, seed=0, seed2=0):
+    # Parameters are per batch (the first dimension of shape), or scalars.
+    shape = _shape(shape)
+    per_batch = [jnp.reshape(p, p.shape + (1,) * (len(shape) - 1)) if p.ndim else p
+                 for p in (means, stdevs, minvals, maxvals)]
+    return [_parameterized_truncated_normal(attr_key(ctx, seed, seed2), shape, dtype, *per_batch)]
+
+
+@register_op("RandomGamma", dtypes=FLOAT_NO_BF16, constant_inputs=("shape",), foldable=False)
+def random_gamma(ctx, shape, alpha, *, S, T, seed=0, seed2=0):
+    # One sample per alpha for each index of shape: the output is shape + alpha.shape.
+    return [jax.random.gamma(attr_key(ctx, seed, seed2), alpha, _shape(shape) + alpha.shape, T)]
+
+
+@register_op("RandomPoissonV2", dtypes=FLOAT_NO_BF16 + INDEX, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def random_poisson_v2(ctx, shape, rate, *, S, R=np.dtype(np.float64), dtype=INT64, seed=0, seed2=0):
+    return [jax.random.poisson(attr_key(ctx, seed, seed2), _real(rate), _shape(shape) + rate.shape).astype(dtype)]
