@@ -73,6 +73,11 @@ class TensorList:
     def zeros_like(self) -> "TensorList":
         return self if self.data is None else self.replace(data=np.zeros(np.shape(self.data), self.dtype))
 
+    def grown(self, count: int) -> "TensorList":
+        """The list with `count` more (or, if negative, fewer) elements; the buffer is unchanged."""
+        length = self.length + np.int32(count)
+        return self.replace(length=np.asarray(length, np.int32) if is_constant(self.length) else length)
+
     def static_length(self) -> int | None:
         return int(self.length) if is_constant(self.length) else None
 

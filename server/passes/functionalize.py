@@ -82,11 +82,11 @@ def _functionalize_loop(graph: Graph, frame: Frame, frames: dict[str, Frame], li
     nodes = graph.nodes
     where = f"while loop frame {_frame_name(frame)}"
     members = {name for name in nodes if frames[name] == frame}
-    loop_conds = [name for name in members if nodes[name].op == "LoopCond"]
+    loop_conds = [name for name in nodes if name in members and nodes[name].op == "LoopCond"]
     if len(loop_conds) != 1:
         raise InvalidGraph(f"cannot functionalize {where}: it has {len(loop_conds)} LoopCond nodes, not one")
     loop_cond = nodes[loop_conds[0]]
-    enters = [nodes[n] for n in members if nodes[n].op == "Enter"]
+    enters = [node for name, node in nodes.items() if name in members and node.op == "Enter"]
     invariants = [e for e in enters if e.attrs.get("is_constant", False)]
     variables = [_variable(nodes, members, enter, loop_cond, where) for enter in enters if enter not in invariants]
     exits = {v.exit.name: i for i, v in enumerate(variables) if v.exit is not None}
@@ -113,8 +113,9 @@ def _functionalize_loop(graph: Graph, frame: Frame, frames: dict[str, Frame], li
     cond_ref = library.add(f"{hint}_cond", functionalize_conds(cond_body, library), [np.dtype(np.bool_)])
     body_ref = library.add(f"{hint}_body", functionalize_conds(body, library), dtypes)
     name = unique_name(nodes, f"{hint}/While")
+    used = cond_members | body_members
     control = [c for e in enters for c in e.control_inputs] + \
-              [c for n in cond_members | body_members for c in nodes[n].control_inputs if frames[c] != frame]
+              [c for n, node in nodes.items() if n in used for c in node.control_inputs if frames[c] != frame]
     attrs = {"T": dtypes, "cond": cond_ref, "body": body_ref, "output_shapes": [],
              "parallel_iterations": enters[0].attrs.get("parallel_iterations", 10)}
     loop = Node(name, "While", [e.inputs[0] for e in [v.enter for v in variables] + invariants],

@@ -25,8 +25,8 @@ State = tuple  # of (predicate Endpoint, branch index) pairs, outermost first
 def functionalize_conds(graph: Graph, library: Library) -> Graph:
     while any(n.op in SWITCH_OPS or n.op == "Merge" for n in graph.nodes.values()):
         states, merged = branch_states(graph)
-        keys = {(n.inputs[1], states[n.name]) for n in graph.nodes.values() if n.op in SWITCH_OPS}
-        graph = _rewrite(graph, max(keys, key=lambda k: len(k[1])), states, merged, library)
+        keys = [(n.inputs[1], states[n.name]) for n in graph.nodes.values() if n.op in SWITCH_OPS]
+        graph = _rewrite(graph, max(keys, key=lambda k: len(k[1])), states, merged, library)  # innermost
     return graph
 
 
@@ -110,7 +110,7 @@ def _rewrite(graph: Graph, key: tuple, states, merged, library: Library) -> Grap
     branch_args = []
     for k in range(count):
         args = {}
-        for e in [e for m in members[k] for e in nodes[m].inputs] + rets[k]:
+        for e in [e for name, node in nodes.items() if name in members[k] for e in node.inputs] + rets[k]:
             if e.node in switch_names:
                 args[e] = argument(nodes[e.node].inputs[0])
             elif e.node not in members[k]:
@@ -124,8 +124,9 @@ def _rewrite(graph: Graph, key: tuple, states, merged, library: Library) -> Grap
                         cut(nodes, members[k], branch_args[k], arg_dtypes, rets[k], f"branch {k} of {name!r}"),
                         out_dtypes) for k in range(count)]
     removed = switch_names | {m.name for m in merges} | {n for n in nodes if branch_of(n) is not None}
-    control = [c for n in [*switches, *(nodes[m] for ms in members for m in ms)] for c in n.control_inputs
-               if c not in removed]
+    inside = set().union(*members)
+    control = [c for n in [*switches, *(node for name, node in nodes.items() if name in inside)]
+               for c in n.control_inputs if c not in removed]
     attrs = {"Tin": arg_dtypes, "Tout": out_dtypes, "output_shapes": []}
     if is_if:
         attrs.update(Tcond=np.dtype(np.bool_), then_branch=refs[1], else_branch=refs[0])

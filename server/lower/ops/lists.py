@@ -125,8 +125,7 @@ def tensor_list_push_back(ctx, input_handle, tensor, *, element_dtype):
     length = lst.static_length()
     if length is not None and length >= lst.max_size:
         raise ValueError(f"pushing onto a full list: it was made with room for {lst.max_size} element(s)")
-    pushed = _set(lst, lst.length, tensor)
-    return [pushed.replace(length=lst.length + np.int32(1))]
+    return [_set(lst, lst.length, tensor).grown(1)]
 
 
 @register_op("TensorListPopBack", type_attr="element_dtype")
@@ -134,8 +133,8 @@ def tensor_list_pop_back(ctx, input_handle, element_shape, *, element_dtype):
     lst = input_handle
     if lst.static_length() == 0:
         raise ValueError("popping from an empty list")
-    last = lst.length - np.int32(1)
-    return [lst.replace(length=last), _get(lst, last, shape_operand(element_shape))]
+    popped = lst.grown(-1)
+    return [popped, _get(lst, popped.length, shape_operand(element_shape))]
 
 
 # --- TensorArrayV3: the state is the flow value ---------------------------------------------------------
