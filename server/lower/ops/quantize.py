@@ -5,17 +5,10 @@ from jax import lax
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.ops.array import scalar
+from xlacs_server.lower.ops.numerics import divide
 from xlacs_server.lower.registry import register_op
 
 F32 = np.float32
-
-
-def divide(x, y):
-    """x / y rounded as IEEE division, as in TF's kernels. XLA's simplifier would otherwise turn x / c and
-    x / broadcast(y) into multiplications by a reciprocal, and x / (y / z) into x * z / y, moving values to
-    the neighbouring quantization step at rounding ties. The barrier hides a full-shaped divisor from it."""
-    shape = jnp.broadcast_shapes(jnp.shape(x), jnp.shape(y))
-    return x / lax.optimization_barrier(jnp.broadcast_to(y, shape))
 
 
 def nudge(min, max, num_bits: int, narrow_range: bool):

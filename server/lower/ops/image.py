@@ -1,0 +1,359 @@
+"""Image resizing (bilinear, nearest, bicubic, area, scale-and-translate), resize gradients, crop-and-resize.
+
+Sampling positions and weights depend on shapes only, so they are computed on the host in float32 with the
+formulas and operation order of TF's CPU kernels; the program gathers rows and columns and blends them.
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.array import axes
+from xlacs_server.lower.ops.numerics import divide
+from xlacs_server.lower.registry import register_op
+
+F32 = np.float32
+RESIZE_DTYPES = D.REAL
+H, W = 1, 2  # the spatial axes of NHWC images
+
+
+def output_size(images, size) -> tuple[int, int]:
+    if images.ndim != 4:
+        raise ValueError(f"images must be 4-D [batch, height, width, channels], got shape {list(images.shape)}")
+    size = axes(size)
+    if len(size) != 2 or min(size) <= 0:
+        raise ValueError(f"size must hold two positive values, got {list(size)}")
+    return size
+
+
+def resize_scale(in_size: int, out_size: int, align_corners: bool) -> np.float32:
+    if align_corners and out_size > 1:
+        return F32(in_size - 1) / F32(out_size - 1)
+    return F32(in_size) / F32(out_size)
+
+
+def check_corners(align_corners: bool, half_pixel_centers: bool) -> None:
+    if align_corners and half_pixel_centers:
+        raise ValueError("half_pixel_centers requires align_corners=False")
+
+
+def source_positions(out_size: int, scale, half_pixel_centers: bool, shift=F32(0.5)) -> np.ndarray:
+    """TF's scalers: out * scale, or (out + 0.5) * scale - shift with half-pixel centers."""
+    out = np.arange(out_size, dtype=F32)
+    return (out + F32(0.5)) * scale - shift if half_pixel_centers else out * scale
+
+
+def along(vector, axis: int) -> np.ndarray:
+    """A per-row (axis H) or per-column (axis W) vector shaped to broadcast against NHWC."""
+    return np.reshape(vector, (-1,) + (1,) * (3 - axis))
+
+
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    """C's roundf, without the double rounding of x + 0.5."""
+    whole = np.floor(np.abs(x))
+    return np.copysign(whole + (np.abs(x) - whole >= 0.5), x)
+
+
+def resample(x, axis: int, index: np.ndarray, weight: np.ndarray):
+    """sum_k weight[o, k] * x[index[o, k]] along `axis`, summed in k order as TF's loops do."""
+    total = None
+    for k in range(index.shape[1]):
+        term = jnp.take(x, index[:, k], axis=axis) * along(weight[:, k], axis)
+        total = term if total is None else total + term
+    return total
+
+
+# --- bilinear -------------------------------------------------------------------------------------
+
+def bilinear_taps(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool):
+    position = source_positions(out_size, resize_scale(in_size, out_size, align_corners), half_pixel_centers)
+    low = np.floor(position)
+    return (np.maximum(low, 0).astype(np.int64), np.minimum(np.ceil(position), in_size - 1).astype(np.int64),
+            position - low)
+
+
+def resize_bilinear(images, size, align_corners: bool, half_pixel_centers: bool):
+    check_corners(align_corners, half_pixel_centers)
+    (top, bottom, y_lerp), (left, right, x_lerp) = (
+        bilinear_taps(images.shape[axis], n, align_corners, half_pixel_centers) for axis, n in zip((H, W), size))
+    x = images.astype(F32)
+
+    def blend_columns(rows):
+        lo, hi = jnp.take(rows, left, axis=W), jnp.take(rows, right, axis=W)
+        return lo + (hi - lo) * along(x_lerp, W)
+    upper, lower = blend_columns(jnp.take(x, top, axis=H)), blend_columns(jnp.take(x, bottom, axis=H))
+    return upper + (lower - upper) * along(y_lerp, H)
+
+
+@register_op("ResizeBilinear", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
+def resize_bilinear_op(ctx, images, size, *, T, align_corners=False, half_pixel_centers=False):
+    return [resize_bilinear(images, output_size(images, size), align_corners, half_pixel_centers)]
+
+
+def transpose_of(resize, grads, original_shape, dtype):
+    """The gradient of a resize (a linear map of the image) with respect to a float32 image."""
+    backward = jax.linear_transpose(resize, jax.ShapeDtypeStruct(tuple(original_shape), F32))
+    return backward(grads.astype(F32))[0].astype(dtype)
+
+
+@register_op("ResizeBilinearGrad", dtypes=D.FLOAT)
+def resize_bilinear_grad(ctx, grads, original_image, *, T, align_corners=False, half_pixel_centers=False):
+    size = grads.shape[1:3]
+    return [transpose_of(lambda x: resize_bilinear(x, size, align_corners, half_pixel_centers), grads,
+                         original_image.shape, original_image.dtype)]
+
+
+# --- nearest neighbour ------------------------------------------------------------------------------
+
+def nearest_indices(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
+    position = source_positions(out_size, resize_scale(in_size, out_size, align_corners), half_pixel_centers,
+                                shift=F32(0))  # TF's nearest-neighbour scaler keeps the half pixel; floor drops it
+    index = round_half_away(position) if align_corners else np.floor(position)
+    index = np.minimum(index, in_size - 1)
+    return (np.maximum(index, 0) if half_pixel_centers else index).astype(np.int64)
+
+
+def nearest_grid(in_shape, size, align_corners, half_pixel_centers):
+    check_corners(align_corners, half_pixel_centers)
+    rows, cols = (nearest_indices(in_shape[axis], n, align_corners, half_pixel_centers) for axis, n in zip((H, W), size))
+    return rows[:, None], cols[None, :]
+
+
+@register_op("ResizeNearestNeighbor", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
+def resize_nearest(ctx, images, size, *, T, align_corners=False, half_pixel_centers=False):
+    rows, cols = nearest_grid(images.shape, output_size(images, size), align_corners, half_pixel_centers)
+    return [jnp.asarray(images)[:, rows, cols]]
+
+
+@register_op("ResizeNearestNeighborGrad", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
+def resize_nearest_grad(ctx, grads, size, *, T, align_corners=False, half_pixel_centers=False):
+    height, width = output_size(grads, size)
+    rows, cols = nearest_grid((None, height, width), grads.shape[1:3], align_corners, half_pixel_centers)
+    return [jnp.zeros((grads.shape[0], height, width, grads.shape[3]), grads.dtype).at[:, rows, cols].add(grads)]
+
+
+# --- bicubic ---------------------------------------------------------------------------------------
+
+CUBIC_TABLE_SIZE = 1024
+
+
+@functools.cache
+def cubic_coefficients(a: float) -> np.ndarray:
+    """TF's table of the cubic convolution kernel at (0..1024)/1024 and 1 more, in float32."""
+    a = F32(a)
+    x = (np.arange(CUBIC_TABLE_SIZE + 1) / CUBIC_TABLE_SIZE).astype(F32)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    x = x + F32(1)
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.stack([near, far], axis=1).astype(F32)
+
+
+def bicubic_taps(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool):
+    """Four indices and weights per output; with half-pixel centers (Keys' a = -0.5), taps outside the image
+    get no weight and the rest are renormalized, else (a = -0.75) border pixels repeat."""
+    table = cubic_coefficients(-0.5 if half_pixel_centers else -0.75)
+    position = source_positions(out_size, resize_scale(in_size, out_size, align_corners), half_pixel_centers)
+    base = np.floor(position)
+    offset = np.rint((position - base) * CUBIC_TABLE_SIZE).astype(np.int64)
+    weight = np.stack([table[offset, 1], table[offset, 0], table[CUBIC_TABLE_SIZE - offset, 0],
+                       table[CUBIC_TABLE_SIZE - offset, 1]], axis=1)
+    wanted = base.astype(np.int64)[:, None] + np.arange(-1, 3)
+    index = np.clip(wanted, 0, in_size - 1)
+    if half_pixel_centers:
+        weight = np.where(index == wanted, weight, F32(0))
+        total = ((weight[:, 0] + weight[:, 1]) + weight[:, 2]) + weight[:, 3]
+        usable = np.abs(total) >= 1000 * np.finfo(F32).tiny
+        weight = np.where(usable[:, None], weight * (F32(1) / np.where(usable, total, F32(1)))[:, None], weight)
+    return index, weight.astype(F32)
+
+
+def resize_bicubic(images, size, align_corners: bool, half_pixel_centers: bool):
+    check_corners(align_corners, half_pixel_centers)
+    rows, cols = (bicubic_taps(images.shape[axis], n, align_corners, half_pixel_centers) for axis, n in zip((H, W), size))
+    return resample(resample(images.astype(F32), H, *rows), W, *cols)
+
+
+@register_op("ResizeBicubic", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
+def resize_bicubic_op(ctx, images, size, *, T, align_corners=False, half_pixel_centers=False):
+    return [resize_bicubic(images, output_size(images, size), align_corners, half_pixel_centers)]
+
+
+@register_op("ResizeBicubicGrad", dtypes=(np.float32, np.float64))
+def resize_bicubic_grad(ctx, grads, original_image, *, T, align_corners=False, half_pixel_centers=False):
+    size = grads.shape[1:3]
+    return [transpose_of(lambda x: resize_bicubic(x, size, align_corners, half_pixel_centers), grads,
+                         original_image.shape, original_image.dtype)]
+
+
+# --- area ------------------------------------------------------------------------------------------
+
+def area_taps(in_size: int, out_size: int, scale) -> tuple[np.ndarray, np.ndarray]:
+    """Each output averages the input cells its box [o, o + 1) * scale covers, weighted by the overlap."""
+    starts, ends, cells = [], [], []
+    for o in range(out_size):
+        start, end = F32(o) * scale, F32(o + 1) * scale
+        first, last = int(np.floor(start)), int(np.ceil(end))
+        starts.append(start), ends.append(end), cells.append(range(first, last))
+    taps = max(len(c) for c in cells)
+    index = np.zeros((out_size, taps), np.int64)
+    weight = np.zeros((out_size, taps), F32)
+    for o, (start, end, cell) in enumerate(zip(starts, ends, cells)):
+        for k, i in enumerate(cell):
+            if i < start:
+                weight[o, k] = scale if i + 1 > end else F32(i + 1) - start
+            else:
+                weight[o, k] = end - F32(i) if i + 1 > end else F32(1)
+            index[o, k] = min(max(i, 0), in_size - 1)
+    return index, weight
+
+
+@register_op("ResizeArea", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
+def resize_area(ctx, images, size, *, T, align_corners=False):
+    out_height, out_width = output_size(images, size)
+    y_scale = resize_scale(images.shape[H], out_height, align_corners)
+    x_scale = resize_scale(images.shape[W], out_width, align_corners)
+    summed = resample(resample(images.astype(F32), W, *area_taps(images.shape[W], out_width, x_scale)), H,
+                      *area_taps(images.shape[H], out_height, y_scale))
+    return [summed * F32(1.0 / float(y_scale * x_scale))]
+
+
+# --- scale and translate ---------------------------------------------------------------------------
+
+PI = F32(3.14159265359)
+
+
+def lanczos(radius: float):
+    def kernel(x):
+        radius_ = F32(radius)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = radius_ * np.sin(PI * x) * np.sin(PI * x / radius_) / (PI * PI * x * x)
+        return np.where(x > radius_, F32(0), np.where(x <= F32(1e-3), F32(1), value)).astype(F32)
+    return kernel, radius
+
+
+def gaussian(x):
+    sigma = 1.5 / 3.0
+    return np.where(x >= 1.5, 0, np.exp(-(x * x).astype(np.float64) / (2.0 * sigma * sigma))).astype(F32)
+
+
+def cubic(near, far):
+    """A piecewise cubic kernel of radius 2 from its polynomials on [0, 1) and [1, 2)."""
+    return lambda x: np.where(x >= 2, F32(0), np.where(x >= 1, far(x), near(x))).astype(F32)
+
+
+# kernel_type -> (kernel of |x| on float32 arrays, radius), as TF's sampling_kernels.h
+SAMPLING_KERNELS = {
+    "lanczos1": lanczos(1), "lanczos3": lanczos(3), "lanczos5": lanczos(5),
+    "gaussian": (gaussian, 1.5),
+    "box": (lambda x: np.where(x < 0.5, F32(1), np.where(x == 0.5, F32(0.5), F32(0))), 1.0),
+    "triangle": (lambda x: np.where(x < 1, F32(1) - x, F32(0)), 1.0),
+    "keyscubic": (cubic(lambda x: ((F32(1.5) * x - F32(2.5)) * x) * x + F32(1),
+                        lambda x: ((F32(-0.5) * x + F32(2.5)) * x - F32(4)) * x + F32(2)), 2.0),
+    "mitchellcubic": (cubic(lambda x: ((F32(7) / F32(6) * x - F32(2)) * x) * x + F32(8) / F32(9),
+                            lambda x: ((F32(-7) / F32(18) * x + F32(2)) * x - F32(10) / F32(3)) * x
+                            + F32(16) / F32(9)), 2.0),
+}
+
+
+def sampling_spans(kernel_type: str, out_size: int, in_size: int, scale, translate, antialias: bool):
+    if kernel_type not in SAMPLING_KERNELS:
+        raise ValueError(f"kernel_type {kernel_type!r} is not one of {sorted(SAMPLING_KERNELS)}")
+    kernel, radius = SAMPLING_KERNELS[kernel_type]
+    inv_scale = F32(1.0 / float(scale))
+    inv_translate = -inv_scale * F32(translate)
+    kernel_scale = max(inv_scale, F32(1)) if antialias else F32(1)
+    span = min(2 * int(np.ceil(F32(radius) * kernel_scale)) + 1, in_size)
+    index = np.zeros((out_size, span), np.int64)
+    weight = np.zeros((out_size, span), F32)
+    for o in range(out_size):
+        sample = (F32(o) + F32(0.5)) * inv_scale + inv_translate
+        if sample < 0 or sample > in_size:  # sampling outside the image: an empty span
+            continue
+        start = int(np.clip(np.ceil(sample - F32(radius) * kernel_scale - F32(0.5)), 0, in_size - 1))
+        end = int(np.clip(np.floor(sample + F32(radius) * kernel_scale - F32(0.5)), 0, in_size - 1)) + 1
+        sources = np.arange(start, end)
+        values = kernel(np.abs((sources.astype(F32) + F32(0.5) - sample) * (F32(1) / kernel_scale)))
+        total = F32(0)
+        for v in values:
+            total = F32(total + v)
+        if abs(total) >= 1000 * np.finfo(F32).tiny:
+            weight[o, :len(values)] = values * (F32(1) / total)
+        index[o] = np.minimum(start + np.arange(span), in_size - 1)
+    return index, weight
+
+
+def scale_and_translate(images, size, scale, translation, kernel_type: str, antialias: bool):
+    rows, cols = (sampling_spans(kernel_type, n, images.shape[axis], s, t, antialias)
+                  for axis, n, s, t in zip((H, W), size, scale, translation))
+    return resample(resample(images.astype(F32), H, *rows), W, *cols)
+
+
+def pair(value, name: str) -> tuple[float, float]:
+    value = np.asarray(value, F32).reshape(-1)
+    if value.size != 2:
+        raise ValueError(f"{name} must hold two values, got {value.size}")
+    return tuple(value)
+
+
+@register_op("ScaleAndTranslate", dtypes=RESIZE_DTYPES, constant_inputs=("size", "scale", "translation"))
+def scale_and_translate_op(ctx, images, size, scale, translation, *, T, kernel_type="lanczos3", antialias=True):
+    scale = pair(scale, "scale")
+    if min(scale) <= 0:
+        raise ValueError(f"scale must be positive, got {list(scale)}")
+    return [scale_and_translate(images, output_size(images, size), scale, pair(translation, "translation"),
+                                kernel_type, antialias)]
+
+
+@register_op("ScaleAndTranslateGrad", dtypes=(np.float32,), constant_inputs=("scale", "translation"))
+def scale_and_translate_grad(ctx, grads, original_image, scale, translation, *, T, kernel_type="lanczos3",
+                             antialias=True):
+    size, scale, translation = grads.shape[1:3], pair(scale, "scale"), pair(translation, "translation")
+    return [transpose_of(lambda x: scale_and_translate(x, size, scale, translation, kernel_type, antialias), grads,
+                         original_image.shape, original_image.dtype)]
+
+
+# --- crop and resize -------------------------------------------------------------------------------
+
+def crop_positions(low, high, crop_size: int, image_size: int):
+    """Source positions of a box's samples, per box [boxes, crop_size], as TF's kernel computes them."""
+    last = F32(image_size - 1)
+    if crop_size == 1:  # the box's centre; TF's kernel multiplies in double
+        return (0.5 * (low + high).astype(np.float64) * (image_size - 1)).astype(F32)[:, None]
+    scale = divide((high - low) * last, F32(crop_size - 1))
+    return low[:, None] * last + jnp.arange(crop_size, dtype=F32)[None, :] * scale[:, None]
+
+
+@register_op("CropAndResize", dtypes=RESIZE_DTYPES, constant_inputs=("crop_size",))
+def crop_and_resize(ctx, image, boxes, box_ind, crop_size, *, T, method="bilinear", extrapolation_value=0.0):
+    if method not in ("bilinear", "nearest"):
+        raise ValueError(f"method must be 'bilinear' or 'nearest', got {method!r}")
+    crop_height, crop_width = output_size(image, crop_size)
+    _, height, width, _ = image.shape
+    boxes = boxes.astype(F32)
+    y = crop_positions(boxes[:, 0], boxes[:, 2], crop_height, height)  # [boxes, crop_height]
+    x = crop_positions(boxes[:, 1], boxes[:, 3], crop_width, width)
+    inside = ((y >= 0) & (y <= height - 1))[:, :, None] & ((x >= 0) & (x <= width - 1))[:, None, :]
+    image = jnp.asarray(image)
+    batch = jnp.clip(box_ind, 0, image.shape[0] - 1)[:, None, None]
+
+    def pixels(rows, cols):  # [boxes, crop_height, crop_width, depth]
+        rows = jnp.clip(rows, 0, height - 1).astype(jnp.int32)[:, :, None]
+        cols = jnp.clip(cols, 0, width - 1).astype(jnp.int32)[:, None, :]
+        return image[batch, rows, cols].astype(F32)
+
+    if method == "nearest":
+        def nearest(p):
+            return lax.round(p, lax.RoundingMethod.AWAY_FROM_ZERO)
+        crops = pixels(nearest(y), nearest(x))
+    else:
+        top, left = jnp.floor(y), jnp.floor(x)
+        y_lerp, x_lerp = (y - top)[:, :, None, None], (x - left)[:, None, :, None]
+        top_left, top_right = pixels(top, left), pixels(top, jnp.ceil(x))
+        bottom_left, bottom_right = pixels(jnp.ceil(y), left), pixels(jnp.ceil(y), jnp.ceil(x))
+        upper = top_left + (top_right - top_left) * x_lerp
+        lower = bottom_left + (bottom_right - bottom_left) * x_lerp
+        crops = upper + (lower - upper) * y_lerp
+    return [jnp.where(inside[..., None], crops, F32(extrapolation_value))]
