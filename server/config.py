@@ -13,12 +13,30 @@ class Settings:
     port: int = 50051
     http_port: int = 8080
     devices: tuple[str, ...] = ()  # empty: every device PJRT offers
-    workers: int = 16
-    # gRPC message limit. Frozen ResNet50 is ~100 MB; graphs up to this size compile in one message.
-    max_message_bytes: int = 2 * GIB - 1
+    workers: int = 16  # gRPC threads; an RPC beyond them fails fast with RESOURCE_EXHAUSTED
     l1_max_entries: int = 256
     l1_max_bytes: int = 4 * GIB
-    max_tensor_elements: int = 1 << 31
+    # Limits of one request (docs/security.md), sized for a 2-core box. Frozen ResNet50 is ~100 MB; graphs of
+    # over 1 GB compile; protobuf stops at 2 GiB.
+    max_graph_bytes: int = 1536 << 20
+    max_graph_nodes: int = 200_000  # the graph's nodes plus those of its function library
+    max_function_depth: int = 32  # library functions calling functions (If, While, calls) this deep
+    max_tensor_elements: int = 1 << 29  # any one tensor: fed, constant or computed (2 GiB of float32)
+    max_input_bytes: int = 256 << 20  # the inputs of one Execute, together
+    # Compile (and CheckGraph) and Execute calls run in these many slots; this many more wait, and the
+    # next one fails fast. The gated calls must leave at least one of the `workers` to health checks.
+    max_concurrent_compiles: int = 2
+    compile_queue: int = 4
+    max_concurrent_executes: int = 4
+    execute_queue: int = 4
+    compile_deadline_s: float = 600.0  # a compile stops at the earlier of this and the client's deadline
+    # Security (docs/security.md). Tokens: a file of one per line, re-read when it changes, and/or a list;
+    # either turns bearer-token authentication on. TLS when cert and key are set; mutual with a client CA.
+    auth_tokens_file: str = ""
+    auth_tokens: tuple[str, ...] = ()
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
     # Weights become parameters bound at Execute: float constants of at least lift_min_float_elements
     # elements, and any constant of at least lift_threshold_bytes (0 keeps every constant in the program).
     lift_threshold_bytes: int = 64 << 10
@@ -41,6 +59,8 @@ class Settings:
 def _parse(field: dataclasses.Field, raw: str):
     if field.type in ("int", int):
         return int(raw)
+    if field.type in ("float", float):
+        return float(raw)
     if field.type.startswith("tuple"):
         return tuple(item.strip() for item in raw.split(",") if item.strip())
     return raw

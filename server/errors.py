@@ -57,4 +57,19 @@ class DeviceUnavailable(XlacsError):
 
 
 class LimitExceeded(XlacsError):
+    """A request is over one of the daemon's limits; the message names the setting that raises it."""
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def __init__(self, what: str, setting: str, limit):
+        self.setting = setting
+        super().__init__(f"{what}: over the limit {setting}={limit} (raise it with XLACS_{setting.upper()})")
+
+
+class Cancelled(XlacsError):
+    """The client cancelled the call or went away; the work stopped at its next stage."""
+    code = grpc.StatusCode.CANCELLED
+
+
+class DeadlineExceeded(XlacsError):
+    """The call ran past the client's deadline or the server's own (compile_deadline_s)."""
+    code = grpc.StatusCode.DEADLINE_EXCEEDED

@@ -4,10 +4,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import logging
 import pathlib
 import threading
 import time
+from typing import Callable
 
 import jax
 import jaxlib
@@ -21,14 +23,14 @@ from xlacs_server.compile.cache_key import CACHE_FORMAT_VERSION, cache_key
 from xlacs_server.compile.compiler import TensorSig, compile_graph
 from xlacs_server.compile.weights import lift_weights, weight_values
 from xlacs_server.config import Settings
-from xlacs_server.errors import InvalidRequest, NotFound
+from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.weights import WeightStore
 from xlacs_server.graph.fingerprint import fingerprint
 from xlacs_server.graph.importer import graph_text, import_graph
 from xlacs_server.graph.ir import Endpoint, Graph
-from xlacs_server.lower import check
+from xlacs_server.lower import check, limits
 from xlacs_server.lower import ops  # noqa: F401  (registers the lowerings)
 from xlacs_server.passes.registry import pipeline_identity, run_pipeline
 
@@ -51,12 +53,29 @@ class CompileResult:
     stage_ms: dict[str, float]
 
 
+def no_checkpoint(stage: str) -> None:
+    """A call made in-process runs to its end."""
+
+
+def within_limits(method):
+    """Runs a service method with the settings' element limit in scope of the passes and the lowering."""
+    @functools.wraps(method)
+    def scoped(self, *args, **kwargs):
+        with limits.max_tensor_elements(self.settings.max_tensor_elements):
+            return method(self, *args, **kwargs)
+    return scoped
+
+
 class Stopwatch:
-    def __init__(self):
+    """Times the stages of a call; `checkpoint(stage)` runs before each, and raises to stop the call there."""
+
+    def __init__(self, checkpoint: Callable[[str], None] = no_checkpoint):
         self.ms: dict[str, float] = {}
+        self.checkpoint = checkpoint
 
     @contextlib.contextmanager
     def stage(self, name: str):
+        self.checkpoint(name)
         start = time.perf_counter()
         try:
             yield
@@ -89,8 +108,10 @@ class CompilationService:
 
     # --- Compile ---------------------------------------------------------------------------------
 
-    def compile(self, spec: CompileSpec) -> CompileResult:
-        watch = Stopwatch()
+    @within_limits
+    def compile(self, spec: CompileSpec, checkpoint: Callable[[str], None] = no_checkpoint) -> CompileResult:
+        """The executable of `spec`, from a cache or compiled; `checkpoint(stage)` may stop it between stages."""
+        watch = Stopwatch(checkpoint)
         device = self.devices.resolve(spec.device)
         with watch.stage("parse"):
             graph, inputs = self.compile_unit(spec, device)
@@ -110,11 +131,12 @@ class CompilationService:
 
     def compile_unit(self, spec: CompileSpec, device: DeviceRef) -> tuple[Graph, list[TensorSig]]:
         """The request's graph with its signature, target platform and lifted weights; the feed signature."""
-        graph = with_signature(import_graph(spec.graph_def, self.settings.max_tensor_elements), spec)
+        graph = with_signature(import_graph(spec.graph_def, self.settings), spec)
         graph = lift_weights(graph.replace(platform=device.platform), self.settings.lift_threshold_bytes,
                              self.settings.lift_min_float_elements)
         return graph, [TensorSig(str(e), dtype, shape) for e, (dtype, shape) in zip(graph.feeds, graph.feed_specs)]
 
+    @within_limits
     def dump_passes(self, spec: CompileSpec) -> list[tuple[str, str]]:
         """(label, pbtxt) of the graph after each pass, for `xlacs compile --dump-graphs`."""
         graph, _ = self.compile_unit(spec, self.devices.resolve(spec.device))
@@ -153,6 +175,7 @@ class CompilationService:
     def _compile_miss(self, key, spec, graph, inputs, device, watch) -> Executable:
         with watch.stage("passes"):
             graph, records = run_pipeline(graph, self._dumper(key))
+        watch.checkpoint("lower")
         program = compile_graph(graph, inputs, device)
         watch.ms["lower"] = program.lower_ms
         watch.ms["compile"] = program.compile_ms
@@ -191,13 +214,17 @@ class CompilationService:
 
     def execute(self, executable_id: str, inputs: dict[str, np.ndarray]) -> tuple[Executable, list[np.ndarray]]:
         loaded = self.loaded(executable_id)
+        size = sum(a.nbytes for a in inputs.values())
+        if size > self.settings.max_input_bytes:
+            raise LimitExceeded(f"the inputs have {size} bytes", "max_input_bytes", self.settings.max_input_bytes)
         with metrics.executing(loaded.executable.device.name):
             outputs = loaded.run(inputs)
         self.counters.executes += 1
         return loaded.executable, outputs
 
+    @within_limits
     def check_graph(self, graph_def: bytes, device: str) -> tuple[collections.Counter, dict[str, list[str]], int]:
-        graph = import_graph(graph_def, self.settings.max_tensor_elements)
+        graph = import_graph(graph_def, self.settings)
         histogram = collections.Counter(n.op for n in graph.nodes.values())
         nodes = [*graph.nodes.values(), *check.function_nodes(graph)]
         return histogram, check.unsupported_ops(nodes, self.devices.resolve(device).platform), \
@@ -220,6 +247,7 @@ def with_signature(graph: Graph, spec: CompileSpec) -> Graph:
     for e, (name, dtype, shape) in zip(feeds, spec.feeds):
         if any(d < 0 for d in shape):
             raise InvalidRequest(f"feed {name!r} has shape {list(shape)}: every dimension must be static and >= 0")
+        limits.check_shape(f"feed {name!r}", shape)
         node = graph.nodes[e.node]
         if node.op == "Placeholder":
             declared = node.attrs.get("dtype")

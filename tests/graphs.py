@@ -2,6 +2,7 @@
 import numpy as np
 
 from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs_server.config import Settings
 from xlacs_server.graph import attrs
 from xlacs_server.graph.importer import import_graph
 from xlacs_server.graph.ir import Endpoint, Graph
@@ -31,7 +32,7 @@ class GraphBuilder:
         return self.graph_def.SerializeToString()
 
     def graph(self, feeds, fetches, platform="cpu") -> Graph:
-        graph = import_graph(self.bytes(), max_elements=1 << 30)
+        graph = import_graph(self.bytes(), Settings())
         fed = [graph.nodes[Endpoint.parse(f).node].attrs for f in feeds]
         specs = [(a.get("dtype", a.get("T")), tuple(a.get("shape", (2, 3)))) for a in fed]
         return graph.replace(feeds=[Endpoint.parse(f) for f in feeds], fetches=[Endpoint.parse(f) for f in fetches],

@@ -4,8 +4,9 @@ from google.protobuf.message import DecodeError
 
 from xlacs import dtypes
 from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidGraph
-from xlacs_server.graph import attrs, tensor_proto
+from xlacs_server.graph import attrs, limits, tensor_proto
 from xlacs_server.graph.ir import Endpoint, Graph, Node
 
 
@@ -42,9 +43,14 @@ def import_nodes(node_defs, max_elements: int) -> dict[str, Node]:
     return nodes
 
 
-def import_graph(data: bytes, max_elements: int) -> Graph:
+def import_graph(data: bytes, settings: Settings) -> Graph:
+    """The graph of a serialized GraphDef, within the settings' limits on its bytes, nodes, function nesting
+    and tensor elements, each checked before the work it bounds."""
+    limits.check_bytes(data, settings.max_graph_bytes)
     graph_def = parse_graph_def(data)
-    graph = Graph(import_nodes(graph_def.node, max_elements),
+    limits.check_nodes(graph_def, settings.max_graph_nodes)
+    limits.check_function_depth(graph_def, settings.max_function_depth)
+    graph = Graph(import_nodes(graph_def.node, settings.max_tensor_elements),
                   {f.signature.name: f for f in graph_def.library.function}, graph_def.versions.producer)
     for node in graph.nodes.values():
         for src in [e.node for e in node.inputs] + node.control_inputs:

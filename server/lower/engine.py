@@ -17,7 +17,7 @@ import numpy as np
 
 from xlacs_server.errors import InvalidRequest, LoweringFailed, NotConstant, XlacsError
 from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
-from xlacs_server.lower import registry
+from xlacs_server.lower import limits, registry
 from xlacs_server.lower.context import LoweringContext, is_constant
 from xlacs_server.lower.functions import FunctionLibrary, TraceCache, Traced
 
@@ -56,8 +56,10 @@ class Lowerer:
         ctx = LoweringContext(node, self.platform, self, self.scope)
         try:
             leaves = jax.tree_util.tree_leaves(inputs)
-            if lowering.foldable and all(is_constant(x) for x in leaves) and \
-                    sum(x.size for x in leaves) <= FOLD_MAX_ELEMENTS:
+            constant = all(is_constant(x) for x in leaves)
+            if lowering.foldable and constant:  # it may run on the host, outside any trace
+                limits.check_before_folding(name, node.op, lambda: lowering.rule(ctx, *inputs, **params))
+            if lowering.foldable and constant and sum(x.size for x in leaves) <= FOLD_MAX_ELEMENTS:
                 with jax.ensure_compile_time_eval():
                     outputs = [jax.tree_util.tree_map(_to_host, v) for v in lowering.rule(ctx, *inputs, **params)]
             else:
@@ -66,6 +68,7 @@ class Lowerer:
             raise
         except Exception as e:  # a rule rejecting its operands: report it against the node
             raise LoweringFailed(name, node.op, f"{type(e).__name__}: {e}") from e
+        limits.check_outputs(name, node.op, outputs)
         for index, value in enumerate(outputs):
             env[Endpoint(node.name, index)] = value
 

@@ -15,11 +15,11 @@ import jax
 import numpy as np
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
-from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidGraph
 from xlacs_server.graph import attrs
 from xlacs_server.graph.function_def import function_refs, to_graph
 from xlacs_server.graph.ir import FuncRef, Graph, Node
+from xlacs_server.lower import limits
 from xlacs_server.lower.context import is_constant
 
 
@@ -32,9 +32,9 @@ class FunctionLibrary:
     """The graph's FunctionDefs, converted to graphs only when a call reaches them, so that functions
     nothing calls (Keras' cuDNN variant of an LSTM, say) never matter."""
 
-    def __init__(self, library: dict, max_elements: int = Settings.max_tensor_elements):
+    def __init__(self, library: dict):
         self.defs = library
-        self.max_elements = max_elements
+        self.max_elements = limits.max_elements()  # of the compile in scope, for the bodies' constants
         self._bodies: dict[tuple, Body] = {}
 
     def body(self, ref: FuncRef, caller: str = "") -> Body:

@@ -1,4 +1,5 @@
-"""Builds the gRPC server: the Compiler service, health, reflection, and the error interceptor."""
+"""Builds the gRPC server: the Compiler service, health, reflection, the auth and error interceptors, TLS."""
+import pathlib
 from concurrent import futures
 
 import grpc
@@ -6,28 +7,57 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
+from xlacs_server.config import Settings
+from xlacs_server.rpc.auth import AuthInterceptor, TokenStore
 from xlacs_server.rpc.errors import ErrorInterceptor
+from xlacs_server.rpc.limits import Gates
 from xlacs_server.rpc.servicer import CompilerServicer
 from xlacs_server.service import CompilationService
 
 SERVICE_NAME = xlacs_pb2.DESCRIPTOR.services_by_name["Compiler"].full_name
+MAX_PROTOBUF_BYTES = 2 ** 31 - 1  # protobuf cannot serialize a message of 2 GiB or more
+# A request carries a GraphDef or inputs plus names and framing: the transport admits this much more, so
+# that the byte limits answer with their own names.
+REQUEST_HEADROOM_BYTES = 16 << 20
 
 
 def create_server(service: CompilationService, address: str) -> tuple[grpc.Server, int, health.HealthServicer]:
     """A started-ready (not yet started) server bound to `address`; port 0 picks a free port."""
-    limit = service.settings.max_message_bytes
+    settings = service.settings
+    tokens = TokenStore.from_settings(settings)
+    received = min(max(settings.max_graph_bytes, settings.max_input_bytes) + REQUEST_HEADROOM_BYTES,
+                   MAX_PROTOBUF_BYTES)
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=service.settings.workers, thread_name_prefix="rpc"),
-        interceptors=[ErrorInterceptor(service.counters)],
-        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
-    xlacs_pb2_grpc.add_CompilerServicer_to_server(CompilerServicer(service), server)
+        futures.ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="rpc"),
+        interceptors=[*([AuthInterceptor(tokens)] if tokens else []), ErrorInterceptor(service.counters)],
+        options=[("grpc.max_receive_message_length", received),
+                 ("grpc.max_send_message_length", MAX_PROTOBUF_BYTES)],
+        # Calls beyond the threads fail fast with RESOURCE_EXHAUSTED, rather than queue without bound.
+        maximum_concurrent_rpcs=settings.workers)
+    xlacs_pb2_grpc.add_CompilerServicer_to_server(CompilerServicer(service, Gates(settings)), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for name in (SERVICE_NAME, ""):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(address)
+    credentials = server_credentials(settings)
+    port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"cannot bind gRPC to {address}")
     return server, port, health_servicer
+
+
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS when a certificate and its key are set; mutual TLS (clients must present a certificate signed by
+    tls_client_ca_file) when a client CA is set too."""
+    if not settings.tls_cert_file and not settings.tls_key_file:
+        if settings.tls_client_ca_file:
+            raise ValueError("tls_client_ca_file needs tls_cert_file and tls_key_file: mutual TLS is TLS first")
+        return None
+    if not settings.tls_cert_file or not settings.tls_key_file:
+        raise ValueError("TLS needs both tls_cert_file and tls_key_file")
+    client_ca = pathlib.Path(settings.tls_client_ca_file).read_bytes() if settings.tls_client_ca_file else None
+    return grpc.ssl_server_credentials(
+        [(pathlib.Path(settings.tls_key_file).read_bytes(), pathlib.Path(settings.tls_cert_file).read_bytes())],
+        root_certificates=client_ca, require_client_auth=client_ca is not None)

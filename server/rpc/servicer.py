@@ -6,6 +6,7 @@ from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server import version
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.lower import registry
+from xlacs_server.rpc.limits import Gates
 from xlacs_server.service import CompilationService, CompileSpec
 
 
@@ -24,8 +25,9 @@ def _passes(executable) -> list:
 
 
 class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
-    def __init__(self, service: CompilationService):
+    def __init__(self, service: CompilationService, gates: Gates):
         self.service = service
+        self.gates = gates
 
     def Compile(self, request, context):
         feeds = []
@@ -36,8 +38,9 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                 raise InvalidRequest(f"feed {f.name!r}: {e}") from None
             feeds.append((f.name, f.dtype, tuple(f.shape)))
         spec = CompileSpec(request.graph_def, feeds, list(request.fetches), request.device, request.graph_name)
-        result = self.service.compile(spec)
-        dumps = self.service.dump_passes(spec) if request.dump_graphs else []
+        result, dumps = self.gates.compile.run(context, lambda checkpoint: (
+            self.service.compile(spec, checkpoint),
+            self.service.dump_passes(spec) if request.dump_graphs else []))
         return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(result.loaded),
                                          stage_ms=result.stage_ms, cache=result.cache,
                                          passes=_passes(result.loaded.executable),
@@ -53,7 +56,8 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             except ValueError as e:
                 raise InvalidRequest(str(e)) from None
         start = time.perf_counter()
-        loaded, outputs = self.service.execute(request.executable_id, inputs)
+        loaded, outputs = self.gates.execute.run(
+            context, lambda checkpoint: self.service.execute(request.executable_id, inputs))
         ms = (time.perf_counter() - start) * 1e3
         return xlacs_pb2.ExecuteResponse(
             outputs=[tensors.to_proto(s.name, a) for s, a in zip(loaded.outputs, outputs)], execute_ms=ms)
@@ -66,7 +70,8 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             for l in registry.registrations() if l.platform is None])
 
     def CheckGraph(self, request, context):
-        histogram, unsupported, count = self.service.check_graph(request.graph_def, request.device)
+        histogram, unsupported, count = self.gates.compile.run(
+            context, lambda checkpoint: self.service.check_graph(request.graph_def, request.device))
         return xlacs_pb2.CheckGraphResponse(
             op_histogram=dict(histogram), node_count=count,
             unsupported=[xlacs_pb2.UnsupportedOp(op=op, nodes=nodes) for op, nodes in sorted(unsupported.items())])

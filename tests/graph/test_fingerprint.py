@@ -91,8 +91,9 @@ def test_sensitive_to_device_kind(server):
     cpu = service.devices.resolve("cpu:0")
     gpu_like = DeviceRef("gpu:0", "gpu", "NVIDIA A100", cpu.device)
     from xlacs_server.service import CompileSpec, with_signature
+    from xlacs_server.config import Settings
     from xlacs_server.graph.importer import import_graph
-    graph = with_signature(import_graph(base_graph(), 1 << 30), CompileSpec(base_graph(), [("x:0", 1, (1, 8, 8, 3))],
+    graph = with_signature(import_graph(base_graph(), Settings()), CompileSpec(base_graph(), [("x:0", 1, (1, 8, 8, 3))],
                                                                             ["out:0"]))
     keys = {cache_key("g", service.ingredients(graph, [], d)) for d in (cpu, gpu_like)}
     assert len(keys) == 2

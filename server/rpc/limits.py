@@ -1,0 +1,106 @@
+"""Gates for the costly RPCs: a few slots that run calls, a bounded queue before them, and the call's
+deadline and cancellation, which stop it while it waits and between the stages of its work."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent import futures
+from typing import Callable, TypeVar
+
+from xlacs_server.config import Settings
+from xlacs_server.errors import Cancelled, DeadlineExceeded, LimitExceeded
+
+T = TypeVar("T")
+Checkpoint = Callable[[str], None]  # called with the next stage's name; raises when the call must stop
+NO_DEADLINE_S = 1e9  # grpc reports a call without a deadline as ~9e18 s remaining
+
+
+class Call:
+    """One RPC as its work sees it: it stops when the client cancels or goes away, or at the earlier of the
+    client's deadline and the server's own limit for the work."""
+
+    def __init__(self, context, limit_s: float | None, limit_setting: str):
+        now = time.monotonic()
+        self.context = context
+        self.wake = threading.Event()  # set when the RPC ends (cancelled, timed out) or the work is done
+        self.ended = not context.add_callback(self.wake.set)
+        client_s = context.time_remaining()
+        client_s = client_s if client_s is not None and client_s < NO_DEADLINE_S else None
+        server_wins = limit_s is not None and (client_s is None or limit_s < client_s)
+        self.deadline = now + limit_s if server_wins else None if client_s is None else now + client_s
+        self.why = f"the server's limit {limit_setting}={limit_s} s" if server_wins else "the client's deadline"
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def checkpoint(self, stage: str) -> None:
+        # The deadline first: grpc also ends the RPC when the client's deadline passes.
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise DeadlineExceeded(f"the call ran past {self.why}; stopped before {stage}")
+        if self.ended or not self.context.is_active():
+            raise Cancelled(f"the client cancelled the call or went away; stopped before {stage}")
+
+
+class Gate:
+    """At most `slots` calls run at once, on the gate's own threads, and at most `queue` more wait; the
+    next call fails fast with RESOURCE_EXHAUSTED instead of piling up. A call whose client cancels or
+    whose deadline passes returns at once: if it was waiting it leaves the queue, and if it runs, its work
+    keeps the slot until its next checkpoint, so the slots never overcommit the machine."""
+
+    def __init__(self, rpc: str, slots: int, queue: int, *, slots_setting: str, queue_setting: str,
+                 limit_s: float | None = None, limit_setting: str = ""):
+        self.rpc = rpc
+        self.slots, self.queue = slots, queue
+        self.slots_setting, self.queue_setting = slots_setting, queue_setting
+        self.limit_s, self.limit_setting = limit_s, limit_setting
+        self._executor = futures.ThreadPoolExecutor(slots, thread_name_prefix=rpc.lower())
+        self._admitted = 0  # running or waiting
+        self._lock = threading.Lock()
+
+    def run(self, context, work: Callable[[Checkpoint], T]) -> T:
+        """`work(checkpoint)` on a slot; it calls `checkpoint(stage)` between its stages."""
+        call = Call(context, self.limit_s, self.limit_setting)
+        with self._lock:
+            if self._admitted >= self.slots + self.queue:
+                raise LimitExceeded(f"{self.rpc} is busy ({self.slots_setting}={self.slots} calls run and "
+                                    f"{self.queue} wait)", self.queue_setting, self.queue)
+            self._admitted += 1
+        future = self._executor.submit(self._start, call, work)
+        future.add_done_callback(self._release)
+        future.add_done_callback(lambda _: call.wake.set())
+        call.wake.wait(call.remaining())
+        if not future.done():
+            future.cancel()  # still waiting: it leaves the queue and never runs
+            call.checkpoint("its result")
+        return future.result(call.remaining())
+
+    @staticmethod
+    def _start(call: Call, work: Callable[[Checkpoint], T]) -> T:
+        call.checkpoint("it started")
+        return work(call.checkpoint)
+
+    def _release(self, _) -> None:
+        with self._lock:
+            self._admitted -= 1
+
+    def busy(self) -> int:
+        """Calls running or waiting."""
+        with self._lock:
+            return self._admitted
+
+
+class Gates:
+    """The gates of one server: Compile and CheckGraph share one (both parse graphs), Execute has its own."""
+
+    def __init__(self, settings: Settings):
+        gated = (settings.max_concurrent_compiles + settings.compile_queue + settings.max_concurrent_executes
+                 + settings.execute_queue)
+        if gated >= settings.workers:
+            raise ValueError(f"workers={settings.workers} must exceed the calls the gates admit ({gated}: "
+                             "max_concurrent_compiles + compile_queue + max_concurrent_executes + execute_queue), "
+                             "so that a health check always finds a thread")
+        self.compile = Gate("Compile", settings.max_concurrent_compiles, settings.compile_queue,
+                            slots_setting="max_concurrent_compiles", queue_setting="compile_queue",
+                            limit_s=settings.compile_deadline_s, limit_setting="compile_deadline_s")
+        self.execute = Gate("Execute", settings.max_concurrent_executes, settings.execute_queue,
+                            slots_setting="max_concurrent_executes", queue_setting="execute_queue")
