@@ -11,17 +11,17 @@ import threading
 import time
 from typing import Callable
 
-import jax
-import jaxlib
 import numpy as np
 
 from xlacs import dtypes
 from xlacs_server import metrics
 from xlacs_server import passes  # noqa: F401  (registers the passes)
 from xlacs_server.cache.memory import MemoryCache
-from xlacs_server.compile.cache_key import CACHE_FORMAT_VERSION, cache_key
+from xlacs_server.cache.persistent import open_tier
+from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, compile_options_identity, device_identity,
+                                            runtime_identity)
 from xlacs_server.compile.compiler import TensorSig, compile_graph
-from xlacs_server.compile.weights import lift_weights, weight_values
+from xlacs_server.compile.weights import canonical_order, lift_weights, weight_values
 from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
@@ -32,6 +32,7 @@ from xlacs_server.graph.importer import graph_text, import_graph
 from xlacs_server.graph.ir import Endpoint, Graph
 from xlacs_server.lower import check, limits
 from xlacs_server.lower import ops  # noqa: F401  (registers the lowerings)
+from xlacs_server.lower.variables import INPUT_PREFIX as VARIABLE_PREFIX, bind_variables, is_variable, variable_name
 from xlacs_server.passes.registry import pipeline_identity, run_pipeline
 
 log = logging.getLogger(__name__)
@@ -98,12 +99,14 @@ class CompilationService:
         self.settings = settings
         self.devices = Devices(enumerate_devices(settings.devices))
         self.l1 = MemoryCache(settings.l1_max_entries, settings.l1_max_bytes)
-        self.tiers = [self.l1]  # every cache tier, fastest first; each has .tier (its name) and .stats
+        self.persistent = open_tier(settings)  # Redis (L2), a directory, or None
+        # Every cache tier, fastest first; each has .tier (its name) and .stats.
+        self.tiers = [self.l1, *([self.persistent] if self.persistent else [])]
         self.counters = Counters()
         self.weights = WeightStore()
         self._loaded: collections.OrderedDict[str, LoadedExecutable] = collections.OrderedDict()
         self._loaded_lock = threading.Lock()
-        self._flights: dict[str, threading.Lock] = {}
+        self._flights: dict[str, list] = {}  # key -> [lock, requests holding or awaiting it]
         self._flights_lock = threading.Lock()
 
     # --- Compile ---------------------------------------------------------------------------------
@@ -119,22 +122,21 @@ class CompilationService:
             key = cache_key(spec.graph_name or "graph", self.ingredients(graph, inputs, device))
         executable, tier = self.l1.get(key), self.l1.tier
         if executable is None:
-            with self._single_flight(key):
-                executable = self.l1.peek(key)  # compiled by a concurrent request while this one waited
-                if executable is None:
-                    with metrics.compiling(device.name, watch.ms):
-                        executable, tier = self._compile_miss(key, spec, graph, inputs, device, watch), "miss"
-                    self.l1.put(key, executable)
+            executable, tier = self._compile_miss(key, spec, graph, inputs, device, watch)
         with watch.stage("bind"):
             loaded = self._bind(executable, graph, inputs, device)
         return CompileResult(loaded, tier, watch.ms)
 
     def compile_unit(self, spec: CompileSpec, device: DeviceRef) -> tuple[Graph, list[TensorSig]]:
-        """The request's graph with its signature, target platform and lifted weights; the feed signature."""
+        """The request's graph with its signature, variables, target platform and lifted weights; the input
+        signature (the feeds, then the variables)."""
         graph = with_signature(import_graph(spec.graph_def, self.settings), spec)
-        graph = lift_weights(graph.replace(platform=device.platform), self.settings.lift_threshold_bytes,
-                             self.settings.lift_min_float_elements)
-        return graph, [TensorSig(str(e), dtype, shape) for e, (dtype, shape) in zip(graph.feeds, graph.feed_specs)]
+        graph = bind_variables(graph.replace(platform=device.platform), canonical_order(graph))
+        graph = lift_weights(graph, self.settings.lift_threshold_bytes, self.settings.lift_min_float_elements)
+        feeds = [TensorSig(str(e), dtype, shape) for e, (dtype, shape) in zip(graph.feeds, graph.feed_specs)]
+        variables = [TensorSig(VARIABLE_PREFIX + variable_name(graph.nodes[e.node]), dtype, shape)
+                     for e, (dtype, shape) in zip(graph.variables, graph.variable_specs)]
+        return graph, feeds + variables
 
     @within_limits
     def dump_passes(self, spec: CompileSpec) -> list[tuple[str, str]]:
@@ -148,7 +150,8 @@ class CompilationService:
               device: DeviceRef) -> LoadedExecutable:
         """The executable bound to this graph's weights and names; its id adds the weights' digest to the key."""
         digest, buffers = self.weights.bind(weight_values(graph), device.device)
-        outputs = [dataclasses.replace(s, name=str(f)) for s, f in zip(executable.outputs, graph.fetches)]
+        fetches = [dataclasses.replace(s, name=str(f)) for s, f in zip(executable.outputs, graph.fetches)]
+        outputs = fetches + executable.outputs[len(fetches):]  # then the assigned variables
         loaded = LoadedExecutable(f"{executable.key}.{digest[:16]}" if buffers else executable.key, executable,
                                   buffers, inputs, outputs)
         with self._loaded_lock:
@@ -159,39 +162,74 @@ class CompilationService:
         return loaded
 
     def ingredients(self, graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> list[tuple[str, str]]:
-        backend = device.device.client
+        """What the program depends on, named (docs/cache.md). Values of constants kept in the program are in
+        the fingerprint; values of lifted weights are not, so a weight-swapped model shares the program."""
         return [
             ("graph_fingerprint", fingerprint(graph)),
             # Positions, dtypes and shapes only: names are the binding's, so renamed graphs share a program.
             ("signature", repr(([(str(s.dtype), s.shape) for s in inputs], len(graph.fetches)))),
-            ("device", f"{device.platform}:{device.kind}"),
-            ("runtime", f"jax={jax.__version__};jaxlib={jaxlib.__version__};pjrt={backend.platform_version}"),
-            ("compile_options", f"lift_threshold_bytes={self.settings.lift_threshold_bytes};"
+            ("device", device_identity(device)),
+            ("runtime", runtime_identity(device)),
+            ("compile_options", f"{compile_options_identity(device)};"
+                                f"lift_threshold_bytes={self.settings.lift_threshold_bytes};"
                                 f"lift_min_float_elements={self.settings.lift_min_float_elements}"),
             ("pass_pipeline", pipeline_identity()),
             ("cache_format", str(CACHE_FORMAT_VERSION)),
         ]
 
-    def _compile_miss(self, key, spec, graph, inputs, device, watch) -> Executable:
-        with watch.stage("passes"):
-            graph, records = run_pipeline(graph, self._dumper(key))
-        watch.checkpoint("lower")
-        program = compile_graph(graph, inputs, device)
-        watch.ms["lower"] = program.lower_ms
-        watch.ms["compile"] = program.compile_ms
+    def _compile_miss(self, key, spec, graph, inputs, device, watch) -> tuple[Executable, str]:
+        """(executable, the tier that had it or "miss") after an L1 miss. One request per key goes on at a time
+        in this process, and across the replicas that share a Redis (PersistentTier.flight)."""
+        with self._single_flight(key):
+            executable = self.l1.peek(key)
+            if executable is not None:  # a concurrent request compiled or loaded it while this one waited
+                return executable, self.l1.tier
+            if self.persistent is None:
+                executable, tier = self._compile(key, spec, graph, inputs, device, watch)[0], "miss"
+            else:
+                start = time.perf_counter()
+                with self.persistent.flight(key, device) as executable:
+                    watch.ms["load"] = (time.perf_counter() - start) * 1e3
+                    tier = self.persistent.tier
+                    if executable is None:
+                        executable, serialized = self._compile(key, spec, graph, inputs, device, watch)
+                        with watch.stage("store"):
+                            self.persistent.save(executable, serialized)
+                        tier = "miss"
+            self.l1.put(key, executable)
+            return executable, tier
+
+    def _compile(self, key, spec, graph, inputs, device, watch) -> tuple[Executable, bytes]:
+        """Passes, lowering and the XLA compile: the executable and its serialized form."""
+        with metrics.compiling(device.name, watch.ms):
+            with watch.stage("passes"):
+                graph, records = run_pipeline(graph, self._dumper(key))
+            watch.checkpoint("lower")
+            program = compile_graph(graph, device)
+            watch.ms["lower"] = program.lower_ms
+            watch.ms["compile"] = program.compile_ms
         self.counters.compiles += 1
         log.info("compiled %s on %s in %.0f ms (%s)", key, device.name, sum(watch.ms.values()),
                  ", ".join(f"{k} {v:.0f}" for k, v in watch.ms.items()))
-        return Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.params,
-                          program.compiled, program.stablehlo, dict(watch.ms), records, len(program.serialized),
-                          op_histogram=dict(collections.Counter(n.op for n in graph.nodes.values())))
+        executable = Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.params,
+                                program.compiled, program.stablehlo, dict(watch.ms), records, len(program.serialized),
+                                op_histogram=dict(collections.Counter(n.op for n in graph.nodes.values())))
+        return executable, program.serialized
 
     @contextlib.contextmanager
     def _single_flight(self, key: str):
+        """One request per key at a time; the key's lock is dropped once no request holds or awaits it."""
         with self._flights_lock:
-            lock = self._flights.setdefault(key, threading.Lock())
-        with lock:
-            yield
+            flight = self._flights.setdefault(key, [threading.Lock(), 0])
+            flight[1] += 1
+        try:
+            with flight[0]:
+                yield
+        finally:
+            with self._flights_lock:
+                flight[1] -= 1
+                if not flight[1]:
+                    del self._flights[key]
 
     def _dumper(self, key: str):
         if not self.settings.dump_graphs:
@@ -249,7 +287,7 @@ def with_signature(graph: Graph, spec: CompileSpec) -> Graph:
             raise InvalidRequest(f"feed {name!r} has shape {list(shape)}: every dimension must be static and >= 0")
         limits.check_shape(f"feed {name!r}", shape)
         node = graph.nodes[e.node]
-        if node.op == "Placeholder":
+        if node.op == "Placeholder" and not is_variable(node):
             declared = node.attrs.get("dtype")
             if isinstance(declared, np.dtype) and declared != dtypes.to_numpy(dtype):
                 raise InvalidRequest(f"feed {name!r} is declared {dtypes.dtype_name(dtype)} but placeholder "

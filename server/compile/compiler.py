@@ -9,8 +9,10 @@ import numpy as np
 
 from xlacs_server.compile.weights import weight_values
 from xlacs_server.execute.devices import DeviceRef
+from xlacs_server.execute.program import Program
 from xlacs_server.graph.ir import Graph
-from xlacs_server.lower.engine import build_program
+from xlacs_server.lower.engine import argument_specs, build_program
+from xlacs_server.lower.variables import INPUT_PREFIX as VARIABLE_PREFIX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +27,7 @@ class TensorSig:
 
 @dataclasses.dataclass
 class CompiledProgram:
-    compiled: object  # jax.stages.Compiled
+    compiled: Program
     stablehlo: str
     outputs: list[TensorSig]
     params: list[TensorSig]
@@ -38,18 +40,22 @@ def param_sigs(graph: Graph) -> list[TensorSig]:
     return [TensorSig(str(e), v.dtype, v.shape) for e, v in zip(graph.params, weight_values(graph))]
 
 
-def compile_graph(graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> CompiledProgram:
-    """Compiles the graph as a function of its feeds (`inputs`) followed by its lifted weights."""
+def compile_graph(graph: Graph, device: DeviceRef) -> CompiledProgram:
+    """Compiles the graph as a function of its feeds, variables and lifted weights (engine.argument_specs);
+    it returns the fetches, then the variables it assigned."""
     sharding = jax.sharding.SingleDeviceSharding(device.device)
     params = param_sigs(graph)
-    specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in [*inputs, *params]]
+    specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in argument_specs(graph)]
     start = time.perf_counter()
-    lowered = jax.jit(build_program(graph, graph.platform)).lower(*specs)
+    program_fn = build_program(graph, graph.platform)
+    # keep_unused: the executable takes every argument, so a loaded one is called like a fresh one.
+    lowered = jax.jit(program_fn, keep_unused=True).lower(*specs)
     stablehlo = lowered.as_text()
     lowered_at = time.perf_counter()
     compiled = lowered.compile()
     done = time.perf_counter()
-    outputs = [TensorSig(str(f), np.dtype(o.dtype), tuple(o.shape)) for f, o in zip(graph.fetches, compiled.out_info)]
-    serialized = device.device.client.serialize_executable(compiled.runtime_executable())
-    return CompiledProgram(compiled, stablehlo, outputs, params, (lowered_at - start) * 1e3,
-                           (done - lowered_at) * 1e3, serialized)
+    names = [str(f) for f in graph.fetches] + [VARIABLE_PREFIX + name for name in program_fn.assigned]
+    outputs = [TensorSig(n, np.dtype(o.dtype), tuple(o.shape)) for n, o in zip(names, compiled.out_info)]
+    program = Program(compiled.runtime_executable())
+    return CompiledProgram(program, stablehlo, outputs, params, (lowered_at - start) * 1e3,
+                           (done - lowered_at) * 1e3, program.serialize())

@@ -23,6 +23,8 @@ def attr_digest(value) -> bytes:
 
 def fingerprint(graph: Graph) -> str:
     leaves = {e: f"feed:{i}".encode() for i, e in enumerate(graph.feeds)}
+    for i, (e, (dtype, shape)) in enumerate(zip(graph.variables, graph.variable_specs)):
+        leaves[e] = f"variable:{i}:{dtype}:{shape}".encode()
     for i, e in enumerate(graph.params):
         value = graph.nodes[e.node].attrs["value"]
         leaves[e] = f"param:{i}:{value.dtype.str}:{value.shape}".encode()
@@ -50,7 +52,8 @@ def fingerprint(graph: Graph) -> str:
             h.update(b"ctl:" + control)
         digests[node.name] = h.digest()
 
-    top = hashlib.sha256(f"feeds:{len(graph.feeds)};params:{len(graph.params)}".encode())
+    top = hashlib.sha256(f"feeds:{len(graph.feeds)};variables:{len(graph.variables)};"
+                         f"params:{len(graph.params)}".encode())
     for e in graph.fetches:
         top.update(b"fetch:" + endpoint_digest(e))
     for loop_body in sorted(d for n, d in digests.items() if graph.nodes[n].op == "NextIteration"):

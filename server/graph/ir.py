@@ -49,7 +49,10 @@ class Graph:
     feeds: list[Endpoint] = dataclasses.field(default_factory=list)
     fetches: list[Endpoint] = dataclasses.field(default_factory=list)
     feed_specs: list[tuple[Any, tuple[int, ...]]] = dataclasses.field(default_factory=list)  # (np.dtype, shape)
-    # Lifted weights (Const outputs): program parameters after the feeds, bound at Execute.
+    # Resource variables of unfrozen graphs: program inputs after the feeds, supplied at Execute.
+    variables: list[Endpoint] = dataclasses.field(default_factory=list)
+    variable_specs: list[tuple[Any, tuple[int, ...]]] = dataclasses.field(default_factory=list)
+    # Lifted weights (Const outputs): the last program parameters, bound at Execute.
     params: list[Endpoint] = dataclasses.field(default_factory=list)
     platform: str = "cpu"  # the target of the compile unit: "cpu" or "gpu"
 

@@ -20,6 +20,7 @@ from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
 from xlacs_server.lower import limits, registry
 from xlacs_server.lower.context import LoweringContext, is_constant
 from xlacs_server.lower.functions import FunctionLibrary, TraceCache, Traced
+from xlacs_server.lower.variables import VariableRef, variable_name
 
 # Host folding stops above this many input elements: XLA folds bigger constant work itself.
 FOLD_MAX_ELEMENTS = 1 << 22
@@ -103,17 +104,34 @@ def _to_host(value):
     return np.asarray(value) if isinstance(value, (jax.Array, np.ndarray, np.generic)) else value
 
 
+def argument_specs(graph: Graph) -> list[jax.ShapeDtypeStruct]:
+    """The program's arguments: the feeds, then the variables, then the lifted weights."""
+    weights = [graph.nodes[e.node].attrs["value"] for e in graph.params]
+    return [jax.ShapeDtypeStruct(shape, dtype) for dtype, shape in [*graph.feed_specs, *graph.variable_specs]] + \
+        [jax.ShapeDtypeStruct(w.shape, w.dtype) for w in weights]
+
+
+def bind_arguments(graph: Graph, args) -> tuple[dict[Endpoint, object], list[VariableRef]]:
+    """The environment that program arguments (in argument_specs order) start a lowering with."""
+    env = dict(zip([*graph.feeds, *graph.variables, *graph.params], args))
+    refs = [VariableRef(variable_name(graph.nodes[e.node]), env[e]) for e in graph.variables]
+    env.update(zip(graph.variables, refs))
+    return env, refs
+
+
 def build_program(graph: Graph, platform: str) -> Callable:
-    """The graph as a JAX function from its feeds then its lifted weights (in order) to its fetches (in order)."""
+    """The graph as a JAX function from its arguments (see argument_specs) to its fetches (in order), then
+    the values of the variables it assigned, whose names `program.assigned` lists once it has been traced."""
     order = graph.topological_order()
     lowerer = Lowerer(graph, platform)
 
     def program(*args):
-        env = dict(zip([*graph.feeds, *graph.params], args))
+        env, refs = bind_arguments(graph, args)
         lowerer.run(order, env)
         missing = [str(f) for f in graph.fetches if f not in env]
         if missing:
             raise InvalidRequest(f"fetch(es) {missing} name outputs that their nodes do not have")
-        return [jnp.asarray(env[f]) for f in graph.fetches]
+        program.assigned = [r.name for r in refs if r.assigned]
+        return [jnp.asarray(env[f]) for f in graph.fetches] + [r.value for r in refs if r.assigned]
 
     return program

@@ -7,27 +7,24 @@ import jax
 
 from xlacs_server.graph.attrs import Shape
 from xlacs_server.graph.ir import Graph
-from xlacs_server.lower.engine import Lowerer
+from xlacs_server.lower.engine import Lowerer, argument_specs, bind_arguments
 from xlacs_server.passes.registry import Grouping, register_pass
 
 
 @register_pass(Grouping.PRE_LOWERING, phase=10)
 def infer_shapes(graph: Graph) -> Graph:
     order = graph.topological_order()
-    params = [graph.nodes[e.node].attrs["value"] for e in graph.params]
-    specs = [jax.ShapeDtypeStruct(shape, dtype) for dtype, shape in graph.feed_specs] + \
-            [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in params]
     inferred: dict[str, dict[int, tuple]] = {}
 
     def evaluate(*args):
-        env = dict(zip([*graph.feeds, *graph.params], args))
+        env, _ = bind_arguments(graph, args)
         Lowerer(graph, graph.platform).run(order, env)
         for e, value in env.items():
             if hasattr(value, "shape") and hasattr(value, "dtype"):
                 inferred.setdefault(e.node, {})[e.index] = (value.dtype, tuple(value.shape))
         return []
 
-    jax.eval_shape(evaluate, *specs)
+    jax.eval_shape(evaluate, *argument_specs(graph))
     nodes = {}
     for name, node in graph.nodes.items():
         outputs = inferred.get(name, {})
