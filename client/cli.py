@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--devices", default=None, help="pin devices, e.g. cpu:0 or gpu:0,gpu:1")
     serve.add_argument("--dump-graphs", default=None, help="write the graph after each pass to DIR as pbtxt")
     serve.add_argument("--workers", type=int, default=None, help="concurrent RPC threads")
+    serve.add_argument("--redis-url", default=None, help="share compiled executables through this Redis (L2), "
+                                                         "e.g. redis://cache:6379/0; needs XLACS_CACHE_SECRET(_FILE)")
+    serve.add_argument("--cache-dir", default=None, help="the cache directory without Redis (default ~/.cache/xlacs; "
+                                                         "'' for none)")
+    serve.add_argument("--cache-secret-file", default=None, help="a file holding the HMAC key of cache entries")
 
     for name, help in (("compile", "compile a GraphDef"), ("run", "compile, execute and write .npy outputs")):
         p = client_command(name, help)

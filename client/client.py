@@ -9,6 +9,7 @@ import grpc
 import numpy as np
 
 from xlacs import dtypes, tensors
+from xlacs.auth import BearerToken
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 
 MAX_MESSAGE_BYTES = 2 * 1024 ** 3 - 1
@@ -32,10 +33,15 @@ def _dtype(dtype) -> int:
 
 
 class Executable:
-    """A compiled graph on the server. Call it with numpy arrays in feed order, or a {feed: array} dict."""
+    """A compiled graph on the server. Call it with numpy arrays in feed order, or a {feed: array} dict.
 
-    def __init__(self, client: "Client", response: xlacs_pb2.CompileResponse):
+    It keeps its CompileRequest: a server that does not know the id (another replica behind a load balancer,
+    or one that restarted or evicted it) answers NOT_FOUND, and the executable then compiles again there, a
+    cache hit when the replicas share a Redis, and retries once."""
+
+    def __init__(self, client: "Client", response: xlacs_pb2.CompileResponse, request: xlacs_pb2.CompileRequest):
         self._client = client
+        self._request = request
         self.id = response.executable_id
         self.signature = response.signature
         self.stage_ms = dict(response.stage_ms)
@@ -51,7 +57,14 @@ class Executable:
             inputs = dict(zip(self.input_names, inputs, strict=True))
         request = xlacs_pb2.ExecuteRequest(
             executable_id=self.id, inputs=[tensors.to_proto(name, a) for name, a in inputs.items()])
-        response = self._client.stub.Execute(request, timeout=self._client.timeout)
+        try:
+            response = self._client.stub.Execute(request, timeout=self._client.timeout)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            self.id = request.executable_id = self._client.stub.Compile(
+                self._request, timeout=self._client.timeout).executable_id
+            response = self._client.stub.Execute(request, timeout=self._client.timeout)
         return [tensors.from_proto(t) for t in response.outputs]
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
@@ -59,12 +72,16 @@ class Executable:
 
 
 class Client:
+    """`credentials`: TLS (see xlacs.tls_credentials); `token`: sent as `authorization: Bearer <token>`."""
+
     def __init__(self, target: str, *, timeout: float | None = None,
-                 credentials: grpc.ChannelCredentials | None = None):
+                 credentials: grpc.ChannelCredentials | None = None, token: str | None = None):
         options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
         self.channel = (grpc.secure_channel(target, credentials, options) if credentials
                         else grpc.insecure_channel(target, options))
+        if token:
+            self.channel = grpc.intercept_channel(self.channel, BearerToken(token))
         self.stub = xlacs_pb2_grpc.CompilerStub(self.channel)
         self.timeout = timeout
 
@@ -76,7 +93,7 @@ class Client:
             graph_def=graph_bytes(graph), fetches=list(fetches), device=device, graph_name=name,
             dump_graphs=dump_graphs,
             feeds=[xlacs_pb2.TensorSpec(name=n, dtype=_dtype(d), shape=list(s)) for n, (d, s) in feeds.items()])
-        return Executable(self, self.stub.Compile(request, timeout=self.timeout))
+        return Executable(self, self.stub.Compile(request, timeout=self.timeout), request)
 
     def compile_function(self, fn, *input_signature, device: str = "", name: str = "",
                          lower_control_flow: bool = True) -> Executable:

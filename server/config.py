@@ -43,6 +43,18 @@ class Settings:
     lift_min_float_elements: int = 16
     max_loaded: int = 1024  # executable ids (program + weights bindings) kept loaded, LRU
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
+    # The cache tier behind L1 (docs/cache.md): Redis when redis_url is set, else this directory ("" for none).
+    redis_url: str = ""
+    cache_dir: str = "~/.cache/xlacs"
+    # The HMAC key of cache entries; Redis needs one shared by every replica. A directory without one keeps
+    # a random key in DIR/secret.
+    cache_secret: str = ""
+    cache_secret_file: str = ""
+    cache_key_prefix: str = "xlacs:"  # Redis keys start with it, so that deployments can share one Redis
+    cache_ttl_s: int = 7 * 24 * 3600  # an entry unused this long expires (0: never)
+    cache_max_entry_bytes: int = 512 << 20  # bigger executables stay in L1 only
+    cache_dir_max_bytes: int = 8 * GIB  # the directory tier evicts least recently used entries beyond this
+    cache_lease_s: float = 10.0  # a replica that compiles holds the Redis lease this long past its last renewal
 
     @classmethod
     def from_env(cls, environ=os.environ, **overrides) -> "Settings":

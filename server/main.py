@@ -19,7 +19,8 @@ def settings_from_args(args) -> Settings:
         port = int(port)
     devices = tuple(d for d in args.devices.split(",") if d) if args.devices else None
     return Settings.from_env(host=host or None, port=port, http_port=args.http_port, devices=devices,
-                             dump_graphs=args.dump_graphs, workers=args.workers)
+                             dump_graphs=args.dump_graphs, workers=args.workers, redis_url=args.redis_url,
+                             cache_dir=args.cache_dir, cache_secret_file=args.cache_secret_file)
 
 
 def serve(args) -> None:

@@ -95,8 +95,10 @@ class ServiceCollector:
             "entries": GaugeMetricFamily("xlacs_cache_entries", "Entries in a cache tier", labels=["tier"]),
             "bytes": GaugeMetricFamily("xlacs_cache_bytes", "Bytes held by a cache tier", labels=["tier"]),
             "evictions": CounterMetricFamily("xlacs_cache_evictions", "Entries evicted", labels=["tier"]),
-            "errors": CounterMetricFamily("xlacs_cache_integrity_errors", "Entries that failed their integrity "
-                                                                          "check", labels=["tier"]),
+            "errors": CounterMetricFamily("xlacs_cache_errors", "Failures of a cache tier's backend (Redis "
+                                                                "unreachable, an I/O error)", labels=["tier"]),
+            "rejected": CounterMetricFamily("xlacs_cache_integrity_errors", "Entries refused as misses: truncated, "
+                                            "corrupt, another format version, or a bad HMAC", labels=["tier"]),
         }
         saved = CounterMetricFamily("xlacs_cache_compile_seconds_saved", "Lowering and compile time that cache "
                                                                          "hits saved", labels=["tier"])

@@ -22,9 +22,19 @@ class RunningServer:
         self.server.stop(grace=None)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cache_dir(tmp_path_factory):
+    """A fresh cache directory for the session's servers, `xlacs serve` subprocesses included (through the
+    environment), and no Redis: no test sees another run's entries, and none writes to ~/.cache."""
+    path = tmp_path_factory.mktemp("cache")
+    os.environ["XLACS_CACHE_DIR"] = str(path)
+    os.environ.pop("XLACS_REDIS_URL", None)
+    return path
+
+
 @pytest.fixture(scope="session")
-def server():
-    running = RunningServer(Settings())
+def server(cache_dir):
+    running = RunningServer(Settings(cache_dir=str(cache_dir)))
     yield running
     running.stop()
 

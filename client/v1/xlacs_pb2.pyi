@@ -182,7 +182,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TierStats(_message.Message):
-    __slots__ = ("tier", "hits", "misses", "evictions", "errors", "entries", "bytes", "compile_ms_saved")
+    __slots__ = ("tier", "hits", "misses", "evictions", "errors", "entries", "bytes", "compile_ms_saved", "rejected")
     TIER_FIELD_NUMBER: _ClassVar[int]
     HITS_FIELD_NUMBER: _ClassVar[int]
     MISSES_FIELD_NUMBER: _ClassVar[int]
@@ -191,6 +191,7 @@ class TierStats(_message.Message):
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     COMPILE_MS_SAVED_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
     tier: str
     hits: int
     misses: int
@@ -199,7 +200,8 @@ class TierStats(_message.Message):
     entries: int
     bytes: int
     compile_ms_saved: float
-    def __init__(self, tier: _Optional[str] = ..., hits: _Optional[int] = ..., misses: _Optional[int] = ..., evictions: _Optional[int] = ..., errors: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., compile_ms_saved: _Optional[float] = ...) -> None: ...
+    rejected: int
+    def __init__(self, tier: _Optional[str] = ..., hits: _Optional[int] = ..., misses: _Optional[int] = ..., evictions: _Optional[int] = ..., errors: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., compile_ms_saved: _Optional[float] = ..., rejected: _Optional[int] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("name", "platform", "kind")

@@ -6,9 +6,10 @@ import dataclasses
 class TierStats:
     tier: str
     hits: int = 0
-    misses: int = 0
+    misses: int = 0  # lookups that found nothing usable, rejected entries and failed lookups included
     evictions: int = 0
-    errors: int = 0
+    errors: int = 0  # failures of the tier's backend: Redis unreachable, an I/O error
     entries: int = 0
     bytes: int = 0
     compile_ms_saved: float = 0.0
+    rejected: int = 0  # entries refused by their integrity check (also counted in misses)

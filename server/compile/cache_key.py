@@ -1,12 +1,34 @@
-"""The executable id: a readable graph-name prefix plus a hash of named ingredients, as jax's cache_key."""
+"""The cache key: a readable graph-name prefix plus a hash of named ingredients, as jax's cache_key.
+
+The ingredients themselves are listed by CompilationService.ingredients; this module hashes them and reads
+the parts that come from the runtime rather than the request (the device, the versions, the compile options).
+"""
+import functools
 import hashlib
 import logging
+import platform
 import re
+
+import jax
+import jaxlib
+
+from xlacs_server.execute.devices import DeviceRef
+from xlacs_server.execute.program import compile_options
 
 log = logging.getLogger(__name__)
 
 # Bump when the cache entry format or the meaning of an ingredient changes.
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2
+
+# Debug options that change what XLA writes on the side, not the executable (the list jax's cache key clears).
+_UNKEYED_DEBUG_OPTIONS = {
+    "xla_force_host_platform_device_count": 0, "xla_dump_to": "", "xla_dump_hlo_module_re": "",
+    "xla_dump_hlo_pass_re": "", "xla_dump_hlo_as_text": False, "xla_dump_hlo_as_proto": False,
+    "xla_dump_hlo_as_dot": False, "xla_dump_hlo_as_url": False, "xla_dump_hlo_as_html": False,
+    "xla_dump_fusion_visualization": False, "xla_dump_hlo_snapshots": False, "xla_dump_max_hlo_modules": False,
+    "xla_dump_module_metadata": False, "xla_dump_compress_protos": False, "xla_dump_hlo_as_long_text": False,
+    "xla_dump_disable_metadata": False, "xla_dump_hlo_pipeline_re": "", "xla_gpu_cuda_data_dir": "",
+}
 
 
 def cache_key(graph_name: str, ingredients: list[tuple[str, str]]) -> str:
@@ -17,3 +39,36 @@ def cache_key(graph_name: str, ingredients: list[tuple[str, str]]) -> str:
         log.debug("cache key ingredient %s: %s", name, value[:200])
     prefix = re.sub(r"[^A-Za-z0-9_.-]+", "_", graph_name)[:48] or "graph"
     return f"{prefix}-{h.hexdigest()[:40]}"
+
+
+def device_identity(device: DeviceRef) -> str:
+    """Platform and device kind; for a CPU, also the host's instruction set, since XLA:CPU compiles for the
+    host it runs on and an executable with AVX-512 code must not load on a host without it."""
+    identity = f"{device.platform}:{device.kind}"
+    return f"{identity}:{host_isa()}" if device.platform == "cpu" else identity
+
+
+@functools.cache
+def host_isa() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1] for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:  # not Linux: the machine name only
+        flags = ""
+    return f"{platform.machine()}/{hashlib.sha256(' '.join(sorted(flags.split())).encode()).hexdigest()[:16]}"
+
+
+def runtime_identity(device: DeviceRef) -> str:
+    return f"jax={jax.__version__};jaxlib={jaxlib.__version__};pjrt={device.device.client.platform_version}"
+
+
+def compile_options_identity(device: DeviceRef) -> str:
+    """A digest of the XLA compile options jax.jit uses (XLA_FLAGS and jax's optimization flags included, dump
+    options and the device assignment excluded, so entries move between devices of one kind) and of the jax
+    flags that change lowering."""
+    options = compile_options(backend=device.device.client)
+    debug = options.executable_build_options.debug_options
+    for name, cleared in _UNKEYED_DEBUG_OPTIONS.items():
+        setattr(debug, name, cleared)
+    return (f"xla={hashlib.sha256(options.SerializeAsString()).hexdigest()[:32]};"
+            f"x64={jax.config.jax_enable_x64};matmul_precision={jax.config.jax_default_matmul_precision}")

@@ -11,6 +11,7 @@ import numpy as np
 from xlacs_server.compile.compiler import TensorSig
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.execute.devices import DeviceRef
+from xlacs_server.execute.program import Program
 
 
 @dataclasses.dataclass
@@ -23,7 +24,7 @@ class Executable:
     inputs: list[TensorSig]
     outputs: list[TensorSig]
     params: list[TensorSig]
-    compiled: object  # jax.stages.Compiled
+    compiled: Program  # called as compiled(*feeds, *weights)
     stablehlo: str
     stage_ms: dict[str, float]
     passes: list

@@ -1,0 +1,121 @@
+"""L2: entry bytes in a Redis shared by every replica, with compile leases; failures degrade to L1, never fail RPCs."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import threading
+import time
+import urllib.parse
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from xlacs_server.cache.stats import TierStats
+
+log = logging.getLogger(__name__)
+
+# A request waits at most this long on a Redis that does not answer before it compiles without L2.
+CONNECT_TIMEOUT_S = 1.0
+SOCKET_TIMEOUT_S = 5.0
+BACKOFF_MIN_S, BACKOFF_MAX_S = 0.25, 5.0  # after a failure, Redis is left alone this long, doubling
+POLL_S = 0.05  # how often a replica waiting on another's lease looks whether it is gone
+
+_FAILED = object()
+# Renew or drop the lease only while it is still ours: it may have expired and been taken by another replica.
+_RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
+
+def redacted(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+class RedisStore:
+    """Entries under PREFIX + "entry:" + key, leases under PREFIX + "lease:" + key. `stats.entries` and
+    `stats.bytes` count what this replica wrote; Redis itself reports its memory and evictions."""
+    tier = "l2"
+
+    def __init__(self, url: str, prefix: str, ttl_s: int, lease_s: float):
+        self.url = redacted(url)
+        self.prefix = prefix
+        self.ttl_s = ttl_s or None
+        self.lease_ms = int(lease_s * 1000)
+        self.stats = TierStats(self.tier)
+        # No retries inside redis-py: on failure this store backs off as a whole (see _call).
+        self.client = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT_S,
+                                           socket_timeout=SOCKET_TIMEOUT_S, retry=Retry(NoBackoff(), 0))
+        self._renew = self.client.register_script(_RENEW)
+        self._release = self.client.register_script(_RELEASE)
+        self._state = threading.Lock()
+        self._backoff_s = 0.0  # 0 while Redis answers
+        self._retry_at = 0.0
+        if self._call("ping", self.client.ping) is not _FAILED:
+            log.info("cache tier l2: Redis at %s", self.url)
+
+    def get(self, key: str) -> bytes | None:
+        name = self.prefix + "entry:" + key
+        blob = self._call("get", lambda: self.client.getex(name, ex=self.ttl_s) if self.ttl_s
+                          else self.client.get(name))
+        return None if blob is _FAILED else blob
+
+    def put(self, key: str, blob: bytes) -> None:
+        if self._call("set", lambda: self.client.set(self.prefix + "entry:" + key, blob, ex=self.ttl_s)) \
+                is not _FAILED:
+            self.stats.entries += 1
+            self.stats.bytes += len(blob)
+
+    @contextlib.contextmanager
+    def lease(self, key: str):
+        """Yields True while this replica holds the key's lease (or Redis fails: then nobody coordinates);
+        yields False once another replica's lease on the key has gone: its entry may be there now."""
+        name, token = self.prefix + "lease:" + key, secrets.token_hex(16)
+        acquired = self._call("lease", lambda: self.client.set(name, token, nx=True, px=self.lease_ms))
+        if acquired is _FAILED:
+            yield True
+            return
+        if not acquired:
+            while self._call("lease wait", lambda: self.client.exists(name)) == 1:
+                time.sleep(POLL_S)
+            yield False
+            return
+        stop = threading.Event()
+        renewer = threading.Thread(target=self._keep, args=(name, token, stop), name=f"lease {key}", daemon=True)
+        renewer.start()
+        try:
+            yield True
+        finally:
+            stop.set()
+            renewer.join()
+            self._call("lease release", lambda: self._release(keys=[name], args=[token]))
+
+    def _keep(self, name: str, token: str, stop: threading.Event) -> None:
+        """Renews the lease while its holder compiles: only a crashed holder lets it expire."""
+        while not stop.wait(self.lease_ms / 3000):
+            if self._call("lease renewal", lambda: self._renew(keys=[name], args=[token, self.lease_ms])) == 0:
+                log.warning("lease %s expired before its compile ended; another replica may compile too", name)
+                return
+
+    def _call(self, what: str, command):
+        """The command's result, or _FAILED when Redis fails or is being left alone after a failure."""
+        if time.monotonic() < self._retry_at:
+            return _FAILED
+        try:
+            result = command()
+        except redis.RedisError as e:
+            with self._state:
+                self.stats.errors += 1
+                if not self._backoff_s:
+                    log.warning("Redis at %s failed (%s: %s); serving from L1 and compiling without L2 until it "
+                                "answers again", self.url, what, e)
+                self._backoff_s = min(max(2 * self._backoff_s, BACKOFF_MIN_S), BACKOFF_MAX_S)
+                self._retry_at = time.monotonic() + self._backoff_s
+            return _FAILED
+        if self._backoff_s:
+            with self._state:
+                if self._backoff_s:
+                    log.info("Redis at %s answers again", self.url)
+                    self._backoff_s = 0.0
+        return result

@@ -1,0 +1,38 @@
+"""A PJRT executable behind one calling convention, flat arrays in and out, whether just compiled or loaded."""
+from __future__ import annotations
+
+import jax
+from jax._src import compiler as jax_compiler
+from jax._src.lib import xla_client
+
+
+def compile_options(device: jax.Device | None = None, backend=None) -> xla_client.CompileOptions:
+    """The options jax.jit compiles a one-device program with, from jax's flags and XLA_FLAGS; assigned to
+    `device`, or to no device (the form the cache key hashes)."""
+    return jax_compiler.get_compile_options(1, 1, [[device.id]] if device is not None else None,
+                                            backend=device.client if device is not None else backend)
+
+
+class Program:
+    """Called as program(*feeds, *weights): every argument is a jax.Array on the program's device. The
+    program is compiled with keep_unused, so it takes every argument jax.jit was given, in order."""
+
+    def __init__(self, executable: xla_client.LoadedExecutable):
+        self.executable = executable
+
+    def __call__(self, *arrays: jax.Array) -> list[jax.Array]:
+        results = self.executable.execute_sharded(list(arrays))
+        return [shards[0] for shards in results.disassemble_into_single_device_arrays()]
+
+    def as_text(self) -> str:
+        """The optimized HLO."""
+        return self.executable.get_hlo_text()
+
+    def serialize(self) -> bytes:
+        """Native code: load it back only from a source that you trust (the cache checks a MAC first)."""
+        return self.executable.client.serialize_executable(self.executable)
+
+    @classmethod
+    def deserialize(cls, serialized: bytes, device: jax.Device) -> "Program":
+        return cls(device.client.deserialize_executable(serialized, xla_client.DeviceList((device,)),
+                                                        compile_options(device)))

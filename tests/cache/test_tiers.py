@@ -1,0 +1,165 @@
+"""The tiers against a real redis-server and a real directory: hits, misses, refused entries, limits, leases,
+and Redis failing under traffic (in-process services; tests/cache/test_replicas.py runs `xlacs serve`)."""
+import logging
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tests.cache.conftest import SECRET, dense_graph, free_port, settings
+from xlacs_server.cache.entry import decode, encode
+from xlacs_server.cache.redis_store import BACKOFF_MAX_S
+from xlacs_server.cache.secret import CacheConfigError
+from xlacs_server.service import CompilationService
+
+
+def redis_service(redis_server, **overrides) -> CompilationService:
+    return CompilationService(settings(redis_url=redis_server.url, **overrides))
+
+
+def tier(service: CompilationService, name: str):
+    return {t.tier: t.stats for t in service.tiers}[name]
+
+
+def entry_key(graph, service) -> str:
+    """The Redis key of the graph's entry; finds the cache key by compiling on a tierless service."""
+    return "xlacs:entry:" + service.compile(graph.spec()).loaded.executable.key
+
+
+def test_miss_then_l1_then_l2_in_another_service_without_compiling(redis_server):
+    graph = dense_graph()
+    first = redis_service(redis_server)
+    miss, want = graph.run(first)
+    assert (miss, graph.run(first)[0], first.counters.compiles) == ("miss", "l1", 1)
+    second = redis_service(redis_server)
+    hit, got = graph.run(second)
+    assert (hit, second.counters.compiles) == ("l2", 0)
+    np.testing.assert_array_equal(got[0], want[0])  # the loaded executable is the same native code
+    l2 = tier(second, "l2")
+    assert (l2.hits, l2.misses, l2.rejected, l2.errors) == (1, 0, 0, 0) and l2.compile_ms_saved > 0
+    assert (tier(first, "l2").misses, tier(first, "l2").entries) == (1, 1)
+    assert tier(first, "l2").bytes == len(redis_server.client().get(f"xlacs:entry:{first.l1.values()[0].key}"))
+
+
+def test_the_directory_tier_serves_a_restarted_service(tmp_path):
+    graph = dense_graph()
+    miss, want = graph.run(CompilationService(settings(cache_dir=str(tmp_path))))
+    restarted = CompilationService(settings(cache_dir=str(tmp_path)))
+    hit, got = graph.run(restarted)
+    assert (miss, hit, restarted.counters.compiles) == ("miss", "disk", 0)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert (tmp_path / "secret").stat().st_mode & 0o077 == 0  # the generated secret is the owner's only
+    disk = tier(restarted, "disk")
+    assert (disk.entries, disk.hits) == (1, 1) and disk.bytes == sum(p.stat().st_size for p in tmp_path.glob("*.xce"))
+
+
+def test_the_directory_evicts_least_recently_used_entries(tmp_path):
+    graphs = [dense_graph(rows) for rows in (1, 2, 3)]
+    service = CompilationService(settings(cache_dir=str(tmp_path)))
+    graphs[0].run(service)
+    size = tier(service, "disk").bytes
+    small = CompilationService(settings(cache_dir=str(tmp_path), cache_dir_max_bytes=int(2.5 * size)))
+    for g in graphs[1:]:
+        g.run(small)
+    disk = tier(small, "disk")
+    assert (disk.entries, disk.evictions) == (2, 1)
+    assert [g.run(CompilationService(settings(cache_dir=str(tmp_path))))[0] for g in graphs] == ["miss", "disk", "disk"]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "foreign_version", "bad_mac"])
+def test_refused_entries_are_misses_counted_apart_and_overwritten_by_the_recompile(redis_server, damage, caplog):
+    graph = dense_graph()
+    name = entry_key(graph, CompilationService(settings()))
+    r = redis_server.client()
+    if damage == "garbage":
+        r.set(name, b"\x80\x04\x95 not an entry, and never unpickled")
+    else:
+        redis_service(redis_server).compile(graph.spec())
+        blob = r.get(name)
+        r.set(name, {"truncated": blob[:len(blob) // 2],
+                     "foreign_version": blob[:8] + (999).to_bytes(4, "big") + blob[12:],
+                     "bad_mac": encode(decode(blob, name.removeprefix("xlacs:entry:"), SECRET.encode()),
+                                       b"the secret of another deployment")}[damage])
+    service = redis_service(redis_server)
+    with caplog.at_level(logging.WARNING, "xlacs_server.cache.persistent"):
+        assert graph.run(service)[0] == "miss"
+    l2 = tier(service, "l2")
+    assert (l2.rejected, l2.misses, l2.hits, service.counters.compiles) == (1, 1, 0, 1)
+    assert "refused the entry" in caplog.text
+    assert graph.run(redis_service(redis_server))[0] == "l2"  # the recompile replaced it
+
+
+def test_redis_without_a_secret_or_with_a_short_one_does_not_start(redis_server, tmp_path):
+    with pytest.raises(CacheConfigError, match="XLACS_CACHE_SECRET"):
+        CompilationService(settings(redis_url=redis_server.url, cache_secret=""))
+    with pytest.raises(CacheConfigError, match="at least 16"):
+        CompilationService(settings(redis_url=redis_server.url, cache_secret="short"))
+    (tmp_path / "secret").write_text(SECRET + "\n")
+    from_file = CompilationService(settings(redis_url=redis_server.url, cache_secret="",
+                                            cache_secret_file=str(tmp_path / "secret")))
+    graph = dense_graph()
+    graph.run(redis_service(redis_server))
+    assert graph.run(from_file)[0] == "l2"  # the same secret, read from a file
+
+
+def test_ttl_key_prefix_and_entry_size_limit(redis_server):
+    graph = dense_graph()
+    service = redis_service(redis_server, cache_key_prefix="team-a:", cache_ttl_s=3600)
+    graph.run(service)
+    r = redis_server.client()
+    (name,) = r.keys("*")
+    assert name.startswith(b"team-a:entry:" + graph.name.encode()) and 3500 < r.ttl(name) <= 3600
+    assert graph.run(redis_service(redis_server))[0] == "miss"  # another prefix is another namespace
+    bigger = dense_graph()
+    limited = redis_service(redis_server, cache_max_entry_bytes=100)
+    assert bigger.run(limited)[0] == "miss"
+    assert bigger.run(redis_service(redis_server))[0] == "miss"  # too big: it stayed in L1
+
+
+def test_redis_down_at_start_serves_from_l1_and_counts_the_failure(caplog):
+    graph = dense_graph()
+    with caplog.at_level(logging.WARNING, "xlacs_server.cache.redis_store"):
+        service = CompilationService(settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+        assert [graph.run(service)[0] for _ in range(2)] == ["miss", "l1"]
+    assert tier(service, "l2").errors >= 1 and "failed" in caplog.text
+
+
+def test_redis_killed_and_restarted_mid_traffic_fails_no_request_then_reconnects(redis_server, caplog):
+    before, during, after = dense_graph(1), dense_graph(2), dense_graph(3)
+    service = redis_service(redis_server)
+    assert before.run(service)[0] == "miss"
+    redis_server.kill()
+    with caplog.at_level(logging.INFO, "xlacs_server.cache.redis_store"):
+        assert [during.run(service)[0], before.run(service)[0]] == ["miss", "l1"]
+        assert tier(service, "l2").errors >= 1
+        redis_server.start()  # empty, as a Redis without persistence comes back
+        time.sleep(BACKOFF_MAX_S)  # the longest the store leaves a failed Redis alone
+        assert after.run(service)[0] == "miss"
+    assert "answers again" in caplog.text
+    assert after.run(redis_service(redis_server))[0] == "l2"  # saved to the Redis that came back
+
+
+def test_concurrent_compiles_in_one_process_compile_once(redis_server):
+    graph = dense_graph()
+    service = redis_service(redis_server)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(service.compile(graph.spec()).cache))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["l1"] * 7 + ["miss"] and service.counters.compiles == 1
+    assert not service._flights  # the per-key locks are dropped after the flight
+
+
+def test_a_lease_left_by_a_crashed_replica_expires(redis_server):
+    graph = dense_graph()
+    name = entry_key(graph, CompilationService(settings()))
+    redis_server.client().set(name.replace(":entry:", ":lease:"), "crashed-replica", px=1500)
+    service = redis_service(redis_server, cache_lease_s=1.5)
+    start = time.monotonic()
+    assert graph.run(service)[0] == "miss"
+    assert time.monotonic() - start >= 1.0  # it waited for the lease, then compiled
+    assert service.counters.compiles == 1
