@@ -1,0 +1,129 @@
+"""TensorList ops and the TensorArrayV3 family on static buffers, against TensorFlow."""
+import contextlib
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
+
+from tests.oracle import assert_close, compile_and_compare
+
+raw = tf.raw_ops
+rng = np.random.default_rng(0)
+F32 = tf.float32
+
+
+def list_ops(x):
+    lst = raw.TensorListFromTensor(tensor=x, element_shape=[3])
+    item = raw.TensorListGetItem(input_handle=lst, index=2, element_shape=[3], element_dtype=F32)
+    lst = raw.TensorListSetItem(input_handle=lst, index=1, item=item * 2.0)
+    concat, lengths = raw.TensorListConcatV2(input_handle=lst, element_shape=[3], leading_dims=tf.zeros([0], tf.int64),
+                                             element_dtype=F32)
+    return (raw.TensorListStack(input_handle=lst, element_shape=[3], element_dtype=F32, num_elements=4),
+            raw.TensorListLength(input_handle=lst), raw.TensorListElementShape(input_handle=lst, shape_type=tf.int32),
+            raw.TensorListGather(input_handle=lst, indices=[3, 0, 3], element_shape=[3], element_dtype=F32),
+            concat, lengths)
+
+
+def push_and_pop(x):
+    lst = raw.EmptyTensorList(element_shape=[3], max_num_elements=5, element_dtype=F32)
+    for i in range(3):
+        lst = raw.TensorListPushBack(input_handle=lst, tensor=x[i] * float(i + 1))
+    lst, last = raw.TensorListPopBack(input_handle=lst, element_shape=[3], element_dtype=F32)
+    return raw.TensorListStack(input_handle=lst, element_shape=[3], element_dtype=F32), last, \
+        raw.TensorListLength(input_handle=lst)
+
+
+def unknown_element_shape(x):
+    """A list made without an element shape learns it from the first write."""
+    lst = raw.TensorListReserve(element_shape=-1, num_elements=4, element_dtype=F32)
+    for i in range(4):
+        lst = raw.TensorListSetItem(input_handle=lst, index=3 - i, item=tf.sin(x[i]))
+    return raw.TensorListStack(input_handle=lst, element_shape=-1, element_dtype=F32)
+
+
+@pytest.mark.parametrize("fn", [list_ops, push_and_pop, unknown_element_shape], ids=lambda f: f.__name__)
+def test_tensor_list_ops(client, fn):
+    compile_and_compare(client, fn, [rng.normal(size=(4, 3)).astype(np.float32)])
+
+
+def tensor_array_in_loop(x):
+    """tf.TensorArray without an element shape, written in a loop: the list's buffer is only known after
+    tracing the body once."""
+    steps = x.shape[0]
+    inputs = tf.TensorArray(F32, steps).unstack(x)
+
+    def body(i, acc, out):
+        acc = tf.tanh(acc + inputs.read(i))
+        return i + 1, acc, out.write(i, acc * 2.0)
+    _, acc, out = tf.while_loop(lambda i, *_: i < steps, body, (0, tf.zeros(x.shape[1:]), tf.TensorArray(F32, steps)))
+    return out.stack(), acc
+
+
+@pytest.mark.parametrize("lower_control_flow", [True, False], ids=["lowered", "functional"])
+def test_tensor_array_written_in_a_loop(client, lower_control_flow):
+    compile_and_compare(client, tensor_array_in_loop, [rng.normal(size=(5, 2, 3)).astype(np.float32)],
+                        lower_control_flow=lower_control_flow)
+
+
+def test_full_list_is_an_error_naming_the_node(client):
+    def overfull(x):
+        lst = raw.EmptyTensorList(element_shape=[3], max_num_elements=1, element_dtype=F32)
+        lst = raw.TensorListPushBack(input_handle=lst, tensor=x)
+        return raw.TensorListStack(input_handle=raw.TensorListPushBack(input_handle=lst, tensor=x),
+                                   element_shape=[3], element_dtype=F32)
+    with pytest.raises(grpc.RpcError) as e:
+        compile_and_compare(client, overfull, [np.zeros(3, np.float32)])
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "TensorListPushBack" in e.value.details() and "room for 1 element" in e.value.details()
+
+
+@contextlib.contextmanager
+def control_flow_v1():
+    """TF1 graph building: tf.TensorArray makes TensorArrayV3 ops and tf.while_loop Enter/Exit frames."""
+    saved = control_flow_util.ENABLE_CONTROL_FLOW_V2
+    control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
+    try:
+        yield
+    finally:
+        control_flow_util.ENABLE_CONTROL_FLOW_V2 = saved
+
+
+def tensor_array_v3_graph():
+    """A TF1 dynamic_rnn-like graph: unstack the input, read and write TensorArrays in a while loop, stack,
+    concat, split and size them, and write into a gradient array."""
+    graph = tf.Graph()
+    with control_flow_v1(), graph.as_default():
+        x = tf.compat.v1.placeholder(F32, [5, 3], name="x")
+        inputs = tf.TensorArray(F32, size=5).unstack(x)
+
+        def body(i, acc, out):
+            acc = tf.tanh(acc * 0.5 + inputs.read(i))
+            return i + 1, acc, out.write(i, acc * 2.0)
+        out = tf.TensorArray(F32, size=5, clear_after_read=False)
+        _, acc, out = tf.while_loop(lambda i, *_: i < 5, body, (0, tf.zeros([3]), out))
+        pieces = tf.TensorArray(F32, size=3).split(tf.reshape(x, [15]), [5, 5, 5])
+        grad_handle, grad_flow = tf.raw_ops.TensorArrayGradV3(handle=out.handle, flow_in=out.flow, source="grad")
+        grad_flow = tf.raw_ops.TensorArrayWriteV3(handle=grad_handle, index=1, value=acc, flow_in=grad_flow)
+        with tf.control_dependencies([acc]):  # the loop has read everything
+            closed = tf.raw_ops.TensorArrayCloseV3(handle=inputs.handle)
+        with tf.control_dependencies([closed]):
+            outputs = {"acc": acc, "stacked": out.stack(), "concat": out.concat(), "size": tf.raw_ops.TensorArraySizeV3(handle=out.handle, flow_in=out.flow),
+                       "piece": pieces.read(1), "gathered": out.gather([4, 0]),
+                       "grad": tf.raw_ops.TensorArrayReadV3(handle=grad_handle, index=1, flow_in=grad_flow, dtype=F32)}
+            fetches = [tf.identity(t, name=name).name for name, t in outputs.items()]
+    return graph, fetches
+
+
+def test_tensor_array_v3_family(client):
+    graph, fetches = tensor_array_v3_graph()
+    ops = {n.op for n in graph.as_graph_def().node}
+    assert {"TensorArrayV3", "TensorArrayScatterV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
+            "TensorArrayConcatV3", "TensorArraySplitV3", "TensorArraySizeV3", "TensorArrayGradV3", "TensorArrayCloseV3", "Enter"} <= ops
+    x = rng.normal(size=(5, 3)).astype(np.float32)
+    with tf.compat.v1.Session(graph=graph) as session:
+        want = session.run(fetches, {"x:0": x})
+    got = client.compile(graph.as_graph_def(), {"x:0": (np.float32, (5, 3))}, fetches).execute({"x:0": x})
+    for g, w in zip(got, want):
+        assert_close(g, w)
