@@ -109,8 +109,9 @@ def tensor_array_v3_graph():
         with tf.control_dependencies([acc]):  # the loop has read everything
             closed = tf.raw_ops.TensorArrayCloseV3(handle=inputs.handle)
         with tf.control_dependencies([closed]):
-            outputs = {"acc": acc, "stacked": out.stack(), "concat": out.concat(), "size": tf.raw_ops.TensorArraySizeV3(handle=out.handle, flow_in=out.flow),
-                       "piece": pieces.read(1), "gathered": out.gather([4, 0]),
+            outputs = {"acc": acc, "stacked": out.stack(), "concat": out.concat(), "gathered": out.gather([4, 0]),
+                       "size": tf.raw_ops.TensorArraySizeV3(handle=out.handle, flow_in=out.flow),
+                       "piece": pieces.read(1),
                        "grad": tf.raw_ops.TensorArrayReadV3(handle=grad_handle, index=1, flow_in=grad_flow, dtype=F32)}
             fetches = [tf.identity(t, name=name).name for name, t in outputs.items()]
     return graph, fetches
@@ -120,7 +121,8 @@ def test_tensor_array_v3_family(client):
     graph, fetches = tensor_array_v3_graph()
     ops = {n.op for n in graph.as_graph_def().node}
     assert {"TensorArrayV3", "TensorArrayScatterV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
-            "TensorArrayConcatV3", "TensorArraySplitV3", "TensorArraySizeV3", "TensorArrayGradV3", "TensorArrayCloseV3", "Enter"} <= ops
+            "TensorArrayConcatV3", "TensorArraySplitV3", "TensorArraySizeV3", "TensorArrayGradV3",
+            "TensorArrayCloseV3", "Enter"} <= ops
     x = rng.normal(size=(5, 3)).astype(np.float32)
     with tf.compat.v1.Session(graph=graph) as session:
         want = session.run(fetches, {"x:0": x})
