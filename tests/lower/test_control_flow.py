@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tests.oracle import assert_close, specs_of
+from xlacs_server.config import Settings
 from xlacs_server.graph.importer import import_graph
 from xlacs_server.graph.ir import Endpoint
 from xlacs_server.lower.engine import Lowerer
@@ -52,7 +53,7 @@ def test_partitioned_calls(client):
 
 def test_each_function_is_lowered_once_per_signature():
     graph_def, feeds, fetches = traced_graph(calls, [np.zeros((3, 4), np.float32), np.zeros((5,), np.float32)])
-    graph = import_graph(graph_def.SerializeToString(), 1 << 20)
+    graph = import_graph(graph_def.SerializeToString(), Settings())
     graph = graph.replace(feeds=[Endpoint.parse(f) for f in feeds], fetches=[Endpoint.parse(f) for f in fetches])
     lowerer = Lowerer(graph, "cpu")
 
