@@ -1,4 +1,4 @@
-"""The `xlacs` command: serve, compile, run, ops, check."""
+"""The `xlacs` command: serve, compile, run, ops, check, health."""
 from __future__ import annotations
 
 import argparse
@@ -9,11 +9,15 @@ import sys
 
 import grpc
 import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from xlacs import dtypes
 from xlacs.client import Client
+from xlacs.v1 import xlacs_pb2
 
 DEFAULT_SERVER = "localhost:50051"
+COMPILER_SERVICE = xlacs_pb2.DESCRIPTOR.services_by_name["Compiler"].full_name
+HEALTH_TIMEOUT_S = 5.0
 
 
 def parse_feed(text: str) -> tuple[str, tuple]:
@@ -104,6 +108,17 @@ def cmd_check(args, client: Client) -> dict:
             "unsupported": unsupported, "exit_code": 3 if unsupported else 0}
 
 
+def cmd_health(args, client: Client) -> dict:
+    """The gRPC health status of a service (the Compiler by default); exit code 1 unless it is SERVING."""
+    response = health_pb2_grpc.HealthStub(client.channel).Check(
+        health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout or HEALTH_TIMEOUT_S)
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+    if not args.json:
+        print(status)
+    return {"service": args.service, "status": status,
+            "exit_code": 0 if response.status == health_pb2.HealthCheckResponse.SERVING else 1}
+
+
 def cmd_serve(args) -> None:
     from xlacs_server.main import serve
     serve(args)
@@ -147,10 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = client_command("check", "list a graph's ops and the unsupported ones, without compiling")
     p.add_argument("graph")
     p.add_argument("--device", default="")
+    p = client_command("health", f"ask the daemon's gRPC health service (the probe of containers; deadline "
+                                 f"{HEALTH_TIMEOUT_S:.0f} s unless --timeout)")
+    p.add_argument("--service", default=COMPILER_SERVICE, help="the service to ask about ('' for the server)")
     return parser
 
 
-COMMANDS = {"compile": cmd_compile, "run": cmd_run, "ops": cmd_ops, "check": cmd_check}
+COMMANDS = {"compile": cmd_compile, "run": cmd_run, "ops": cmd_ops, "check": cmd_check, "health": cmd_health}
 
 
 def main(argv=None) -> int:

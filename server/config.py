@@ -13,6 +13,7 @@ class Settings:
     port: int = 50051
     http_port: int = 8080
     devices: tuple[str, ...] = ()  # empty: every device PJRT offers
+    shutdown_grace_s: float = 30.0  # on SIGTERM, calls in flight get this long to finish, then are cancelled
     workers: int = 16  # gRPC threads; an RPC beyond them fails fast with RESOURCE_EXHAUSTED
     l1_max_entries: int = 256
     l1_max_bytes: int = 4 * GIB

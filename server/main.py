@@ -1,11 +1,14 @@
 """`xlacs serve`: start the daemon (gRPC and the HTTP dashboard) and stop it cleanly on SIGTERM/SIGINT."""
 import logging
+import os
 import signal
 import threading
 
+from xlacs_server import metrics
 from xlacs_server.config import Settings
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
+from xlacs_server.errors import XlacsError
 from xlacs_server.rpc.server import create_server
 from xlacs_server.service import CompilationService
 
@@ -25,22 +28,40 @@ def settings_from_args(args) -> Settings:
 
 def serve(args) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Handlers first: a SIGTERM that arrives while JAX starts stops the daemon cleanly once it is up.
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     settings = settings_from_args(args)
-    service = CompilationService(settings)
-    server, port, health = create_server(service, f"{settings.host}:{settings.port}")
+    try:
+        service = CompilationService(settings)
+        server, port, health = create_server(service, f"{settings.host}:{settings.port}")
+    except XlacsError as e:  # e.g. a pinned device that is absent: say what is wrong, without a traceback
+        raise SystemExit(f"xlacs serve: {e}") from None
     app = create_app(service)
     http = HttpServer(app, settings.host, settings.http_port)
     server.start()
     http.start()
     log.info("xlacs serving gRPC on %s:%d and the dashboard on http://%s:%d; devices: %s", settings.host, port,
              settings.host, http.port, ", ".join(f"{d.name} ({d.kind})" for d in service.devices.all))
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     stop.wait()
-    log.info("shutting down: no new calls, finishing the ones in flight")
+    log.info("shutting down: no new calls; %d call(s) in flight get up to %.0f s to finish",
+             _in_flight(service), settings.shutdown_grace_s)
     health.enter_graceful_shutdown()
     app.state.dashboard.draining = True  # /readyz answers 503 while the calls in flight finish
-    server.stop(grace=30).wait()
+    server.stop(grace=settings.shutdown_grace_s).wait()
     http.stop()
+    cut = _in_flight(service)
+    if cut:
+        # gRPC cancelled these calls at the deadline, but their threads still compute and would hold the
+        # interpreter's exit (it joins worker threads) past any deadline: leave without waiting for them.
+        log.warning("stopped; %d call(s) still running after %.0f s were cancelled", cut, settings.shutdown_grace_s)
+        logging.shutdown()
+        os._exit(0)
     log.info("stopped")
+
+
+def _in_flight(service: CompilationService) -> int:
+    """Compiles and executions running now, on every device."""
+    return sum(metrics.in_flight(d.name, activity)
+               for d in service.devices.all for activity in ("compile", "execute"))
