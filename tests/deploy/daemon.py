@@ -1,0 +1,68 @@
+"""`xlacs serve` as a subprocess, the way a container runs it, with helpers to wait for it and to stop it."""
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import grpc
+import numpy as np
+
+from tests.graphs import GraphBuilder
+
+VENV_BIN = pathlib.Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def process_environment(env: dict[str, str]) -> dict[str, str]:
+    """`env` on top of this process's environment, with the venv's `xlacs` first on PATH (as in the images)."""
+    return {**os.environ, **env, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+class Daemon:
+    """A daemon started from `argv` with `env`; gRPC and HTTP on free loopback ports; output in `log`."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: pathlib.Path):
+        self.port, self.http_port = free_port(), free_port()
+        self.env = process_environment({**env, "XLACS_HOST": "127.0.0.1", "XLACS_PORT": str(self.port),
+                                         "XLACS_HTTP_PORT": str(self.http_port)})
+        self.log = log
+        with open(log, "w") as out:
+            self.process = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        self.address = f"127.0.0.1:{self.port}"
+        self.http = f"http://127.0.0.1:{self.http_port}"
+
+    def wait_serving(self, timeout_s: float = 180) -> None:
+        deadline = time.monotonic() + timeout_s
+        with grpc.insecure_channel(self.address) as channel:
+            while True:
+                assert self.process.poll() is None, f"the daemon exited with {self.process.returncode}:\n{self.output}"
+                try:
+                    grpc.channel_ready_future(channel).result(timeout=1)
+                    return
+                except grpc.FutureTimeoutError:
+                    assert time.monotonic() < deadline, f"the daemon did not start:\n{self.output}"
+
+    def terminate(self, timeout_s: float = 120) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+        return self.process.wait(timeout=timeout_s)
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+def double_graph():
+    """y = x * 2 on float32[2, 3]: a GraphDef, its feeds and fetches."""
+    b = GraphBuilder()
+    b.op("y", "Mul", b.placeholder("x"), b.const("two", np.float32(2)))
+    return b.graph_def, {"x:0": (np.float32, (2, 3))}, ["y:0"]

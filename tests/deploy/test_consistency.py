@@ -1,0 +1,324 @@
+"""The compose file, Dockerfiles, Envoy config and manifests parse, validate, and name only what the project has."""
+import dataclasses
+import fnmatch
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy import files
+from xlacs.cli import COMPILER_SERVICE, build_parser
+from xlacs_server.config import Settings
+
+SETTINGS = {f"XLACS_{f.name.upper()}" for f in dataclasses.fields(Settings)}
+DEFAULTS = Settings()
+PYPROJECT = tomllib.loads((files.ROOT / "pyproject.toml").read_text())
+XLACS_SERVICES = ("xlacs", "xlacs-gpu")
+K8S_VERSION = "1.30"  # gRPC probes are GA since 1.27
+
+
+def known_variable(name: str) -> bool:
+    """An XLACS_* variable is a Settings field; any other one is documented in deploy/README.md."""
+    return name in SETTINGS if name.startswith("XLACS_") else name in files.readme_names()
+
+
+def parses_as_cli(argv: list[str]) -> str:
+    """The `xlacs` subcommand that argv runs; argparse exits if argv is not a valid command line."""
+    assert argv[0] == "xlacs" and "xlacs" in PYPROJECT["project"]["scripts"], argv
+    return build_parser().parse_args(argv[1:]).command
+
+
+# ---- docker-compose.yml
+
+
+def test_compose_validates_against_the_compose_specification():
+    result = subprocess.run([pathlib.Path(sys.executable).with_name("check-jsonschema"), "--builtin-schema",
+                             "vendor.compose-spec", str(files.COMPOSE)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_docker_compose_config_accepts_the_file():
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
+        pytest.skip("the `docker compose` plugin is not installed on this machine")
+    result = subprocess.run(["docker", "compose", "-f", str(files.COMPOSE), "--profile", "gpu", "config", "--quiet"],
+                            capture_output=True, text=True, cwd=files.ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_variables_are_documented():
+    assert files.compose_variables() - files.readme_names() == set()
+
+
+def test_compose_environment_names_settings_or_documented_variables():
+    services = files.compose()["services"]
+    for name in XLACS_SERVICES:
+        env = files.environment(services[name])
+        assert {"XLACS_REDIS_URL", "XLACS_CACHE_SECRET_FILE", "XLACS_AUTH_TOKENS_FILE"} <= env.keys()
+        assert [v for v in env if not known_variable(v)] == []
+        Settings.from_env(env)  # every value parses as its field's type
+
+
+def test_compose_redis_is_an_lru_cache_that_every_replica_uses():
+    services = files.compose()["services"]
+    command = services["redis"]["command"]
+    assert command[0] == "redis-server"
+    assert command[command.index("--maxmemory-policy") + 1] == "allkeys-lru"
+    assert re.fullmatch(r"\d+[kmg]b", command[command.index("--maxmemory") + 1])
+    assert services["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    for name in XLACS_SERVICES:
+        assert files.environment(services[name])["XLACS_REDIS_URL"] == "redis://redis:6379/0"
+        assert services[name]["depends_on"]["redis"] == {"condition": "service_healthy"}
+
+
+def test_compose_redis_persistence_follows_the_variables():
+    persistent = files.compose({"REDIS_SAVE": "3600 1", "REDIS_APPENDONLY": "yes"})["services"]["redis"]["command"]
+    assert persistent[persistent.index("--save") + 1] == "3600 1"
+    assert persistent[persistent.index("--appendonly") + 1] == "yes"
+    default = files.compose()["services"]["redis"]["command"]
+    assert (default[default.index("--save") + 1], default[default.index("--appendonly") + 1]) == ("", "no")
+
+
+def test_compose_services_build_from_the_dockerfiles_they_name():
+    services = files.compose()["services"]
+    for name, kind in (("xlacs", "cpu"), ("xlacs-gpu", "gpu")):
+        build = services[name]["build"]
+        assert (files.ROOT / build["context"] / build["dockerfile"]).resolve() == files.DOCKERFILES[kind]
+        assert services[name]["image"] == f"xlacs:{kind}"
+        assert "command" not in services[name]  # the image's CMD starts the daemon
+        # The replicas scale: no fixed container name and no host port of their own.
+        assert "container_name" not in services[name] and "ports" not in services[name]
+        assert sorted(map(int, services[name]["expose"])) == sorted([DEFAULTS.port, DEFAULTS.http_port])
+
+
+def test_compose_gpu_service_reserves_nvidia_gpus_under_a_profile():
+    gpu = files.compose()["services"]["xlacs-gpu"]
+    assert gpu["profiles"] == ["gpu"]
+    devices = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+
+
+def test_compose_secrets_are_files_outside_git_mounted_where_the_settings_point():
+    config = files.compose()
+    ignored = subprocess.run(["git", "check-ignore", "-q", "deploy/secrets/cache_secret"], cwd=files.ROOT)
+    assert ignored.returncode == 0, "deploy/secrets/ must be ignored by git"
+    for name in XLACS_SERVICES:
+        service = config["services"][name]
+        mounted = {f"/run/secrets/{s}" for s in service["secrets"]}
+        file_settings = {k: v for k, v in files.environment(service).items() if k.endswith("_FILE")}
+        assert set(file_settings.values()) == mounted
+        for secret in service["secrets"]:
+            assert pathlib.Path(config["secrets"][secret]["file"]).parts[:2] == ("deploy", "secrets")
+
+
+def test_compose_stop_grace_outlasts_the_daemons_drain():
+    services = files.compose()["services"]
+    for name in XLACS_SERVICES:
+        grace = Settings.from_env(files.environment(services[name])).shutdown_grace_s
+        assert int(services[name]["stop_grace_period"].rstrip("s")) > grace
+
+
+def test_compose_load_balancer_publishes_the_envoy_listeners_and_waits_for_health():
+    lb = files.compose()["services"]["lb"]
+    listeners = {l["address"]["socket_address"]["port_value"] for l in envoy()["static_resources"]["listeners"]}
+    assert {int(p.rsplit(":", 1)[1]) for p in lb["ports"]} == listeners
+    mount = lb["volumes"][0].split(":")
+    assert (files.ROOT / mount[0]).resolve() == files.ENVOY and mount[1] == lb["command"][2]
+    assert lb["depends_on"]["xlacs"] == {"condition": "service_healthy"}
+    assert lb["depends_on"]["xlacs-gpu"] == {"condition": "service_healthy", "required": False}
+
+
+# ---- Envoy
+
+
+def envoy() -> dict:
+    return yaml.safe_load(files.ENVOY.read_text())
+
+
+def test_envoy_sends_each_listener_to_a_cluster_of_compose_replicas_on_the_default_ports():
+    config = envoy()["static_resources"]
+    clusters = {c["name"]: c for c in config["clusters"]}
+    services = files.compose()["services"]
+    port = {"grpc": DEFAULTS.port, "http": DEFAULTS.http_port}
+    for listener in config["listeners"]:
+        (proxy,) = listener["filter_chains"][0]["filters"]
+        cluster = clusters[proxy["typed_config"]["cluster"]]
+        (endpoint,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
+        address = endpoint["endpoint"]["address"]["socket_address"]
+        assert address["address"] in XLACS_SERVICES and address["address"] in services
+        assert address["port_value"] == port[cluster["name"].rsplit("_", 1)[1]]
+        assert cluster["type"] == "STRICT_DNS"  # every replica that Docker's DNS names
+
+
+def test_envoy_health_checks_ask_the_grpc_health_service_and_readyz(server):
+    from xlacs_server.dashboard import create_app
+    routes = {getattr(r, "path", None) for r in create_app(server.service).routes}
+    for cluster in envoy()["static_resources"]["clusters"]:
+        (check,) = cluster["health_checks"]
+        if cluster["name"].endswith("_grpc"):
+            assert check["grpc_health_check"]["service_name"] == COMPILER_SERVICE
+        else:
+            assert check["http_health_check"]["path"] in routes
+
+
+# ---- Dockerfiles and .dockerignore
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_dockerfile_runs_the_daemon_as_a_non_root_user_with_a_health_check(kind):
+    image = files.dockerfile(kind)
+    assert len(image.values("FROM")) >= 2  # multi-stage: the build tools stay in the first
+    assert image.values("USER")[-1].split(":")[0] not in ("0", "root")
+    assert parses_as_cli(image.exec_form("ENTRYPOINT") + image.exec_form("CMD")) == "serve"
+    options, command = image.healthcheck
+    argv = files.healthcheck_argv(command, {})
+    assert parses_as_cli(argv) == "health"
+    assert argv[argv.index("--server") + 1] == f"127.0.0.1:{DEFAULTS.port}"
+    assert set(image.values("EXPOSE")[-1].split()) == {str(DEFAULTS.port), str(DEFAULTS.http_port)}
+    assert [v for v in image.env if not known_variable(v)] == []
+    assert not any(re.search(r"SECRET|TOKEN|PASSWORD|KEY", name) for name in image.env)
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_dockerfile_copies_paths_that_exist_and_are_sent_to_the_builder(kind):
+    sources = [v.split()[0] for v in files.dockerfile(kind).values("COPY") if not v.startswith("--from")]
+    assert sources
+    for source in sources:
+        assert (files.ROOT / source).exists(), source
+        assert not dockerignored(source), f"{source} is excluded by .dockerignore"
+    for private in (".git", ".venv", "deploy/secrets/cache_secret", "tests", "test-output"):
+        assert dockerignored(private), private
+
+
+def dockerignored(path: str) -> bool:
+    """Docker's rule: the last pattern that matches the path or one of its parent directories decides."""
+    excluded = False
+    parts = pathlib.PurePosixPath(path).parts
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    for line in (files.ROOT / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate, pattern = line.startswith("!"), line.lstrip("!").rstrip("/")
+        pattern = pattern.replace("**/", "*")
+        if any(fnmatch.fnmatchcase(p, pattern) for p in prefixes):
+            excluded = not negate
+    return excluded
+
+
+def test_images_install_the_dependencies_of_pyproject_and_the_gpu_extra_matches_jaxlib():
+    for kind, extras in (("cpu", []), ("gpu", ["gpu"])):
+        (install,) = [v for v in files.dockerfile(kind).values("RUN") if "tomllib" in v]
+        printed = subprocess.run(["sh", "-c", install.split(" > ")[0]], capture_output=True, text=True,
+                                 cwd=files.ROOT, check=True).stdout.split()
+        optional = PYPROJECT["project"]["optional-dependencies"]
+        assert printed == PYPROJECT["project"]["dependencies"] + [d for e in extras for d in optional[e]]
+    pins = dict(re.fullmatch(r"([\w\[\]]+)==(.+)", d).groups() for d in PYPROJECT["project"]["dependencies"]
+                if d.startswith("jax"))
+    assert PYPROJECT["project"]["optional-dependencies"]["gpu"] == [f"jax[cuda12]=={pins['jaxlib']}"]
+    assert pins["jax"] == pins["jaxlib"]
+
+
+def test_the_package_the_images_install_holds_every_package_of_the_source_tree():
+    declared = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    for top, directory in (("xlacs", "client"), ("xlacs_server", "server")):
+        for init in (files.ROOT / directory).rglob("__init__.py"):
+            relative = init.parent.relative_to(files.ROOT / directory).parts
+            assert ".".join((top, *relative)) in declared, init
+
+
+def test_hadolint_accepts_the_dockerfiles():
+    if shutil.which("hadolint") is None:
+        pytest.skip("hadolint is not installed on this machine")
+    for path in files.DOCKERFILES.values():
+        result = subprocess.run(["hadolint", str(path)], capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout
+
+
+# ---- Kubernetes
+
+
+def test_k8s_manifests_validate_strictly_against_the_kubernetes_schemas():
+    documents = files.k8s_documents()
+    assert {d["kind"] for d in documents} >= {"Deployment", "Service", "ConfigMap", "Secret",
+                                              "PodDisruptionBudget", "Kustomization"}
+    for document in documents:
+        if document["kind"] != "Kustomization":
+            kubernetes_validate.validate(document, K8S_VERSION, strict=True)
+
+
+def test_kustomization_lists_every_manifest_but_the_secret():
+    (kustomization,) = files.k8s_kind("Kustomization")
+    manifests = {p.name for p in files.K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kustomization["resources"]) == manifests - {"secret.yaml"}
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed: the kustomize build is not checked")
+    built = subprocess.run(["kubectl", "kustomize", str(files.K8S)], capture_output=True, text=True, check=True)
+    assert {d["kind"] for d in yaml.safe_load_all(built.stdout)} >= {"Deployment", "Service", "ConfigMap"}
+
+
+def xlacs_deployments() -> dict[str, dict]:
+    return {d["metadata"]["labels"]["xlacs.dev/pool"]: d for d in files.k8s_kind("Deployment")
+            if d["metadata"]["name"].startswith("xlacs")}
+
+
+def test_k8s_deployments_run_the_image_command_with_grpc_probes_on_the_health_service():
+    (config,) = [d for d in files.k8s_kind("ConfigMap") if d["metadata"]["name"] == "xlacs-config"]
+    deployments = xlacs_deployments()
+    assert set(deployments) == {"cpu", "gpu"}
+    for pool, deployment in deployments.items():
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["image"] == f"xlacs:{pool}"
+        assert parses_as_cli(files.dockerfile(pool).exec_form("ENTRYPOINT") + container["args"]) == "serve"
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports == {"grpc": DEFAULTS.port, "http": DEFAULTS.http_port}
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            grpc_probe = container[probe]["grpc"]
+            assert grpc_probe["port"] == DEFAULTS.port and grpc_probe.get("service", "") in (COMPILER_SERVICE, "")
+        assert container["envFrom"] == [{"configMapRef": {"name": "xlacs-config"}}]
+        assert "cpu" in container["resources"]["requests"] and "memory" in container["resources"]["requests"]
+        grace = Settings.from_env(config["data"]).shutdown_grace_s
+        pause = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
+        assert pod["terminationGracePeriodSeconds"] > grace + pause
+        assert pod["securityContext"]["runAsNonRoot"] is True
+    gpu = deployments["gpu"]["spec"]["template"]["spec"]
+    assert gpu["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] >= 1
+    assert gpu["nodeSelector"] and {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} \
+        in gpu["tolerations"]
+
+
+def test_k8s_config_and_secret_feed_the_settings():
+    (config,) = [d for d in files.k8s_kind("ConfigMap") if d["metadata"]["name"] == "xlacs-config"]
+    (secret,) = files.k8s_kind("Secret")
+    assert [v for v in config["data"] if not known_variable(v)] == []
+    settings = Settings.from_env(config["data"])
+    (redis,) = [s for s in files.k8s_kind("Service") if s["metadata"]["name"] == "redis"]
+    assert settings.redis_url == f"redis://redis:{redis['spec']['ports'][0]['port']}/0"
+    for deployment in xlacs_deployments().values():
+        pod = deployment["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if "secret" in volumes[m["name"]]]
+        assert volumes[mount["name"]]["secret"]["secretName"] == secret["metadata"]["name"]
+        for path in (settings.cache_secret_file, settings.auth_tokens_file):
+            directory, key = path.rsplit("/", 1)
+            assert directory == mount["mountPath"] and key in secret["stringData"]
+
+
+def test_k8s_headless_services_and_disruption_budgets_select_the_pods():
+    deployments = xlacs_deployments()
+    services = {s["metadata"]["name"]: s for s in files.k8s_kind("Service")}
+    budgets = {b["metadata"]["name"]: b for b in files.k8s_kind("PodDisruptionBudget")}
+    for pool, deployment in deployments.items():
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        service = services[f"xlacs-{pool}"]
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["selector"].items() <= labels.items()
+        container_ports = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
+        assert {p["targetPort"] for p in service["spec"]["ports"]} <= container_ports
+        assert budgets[f"xlacs-{pool}"]["spec"]["selector"]["matchLabels"].items() <= labels.items()
