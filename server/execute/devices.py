@@ -23,6 +23,11 @@ def parse_name(name: str) -> tuple[str, int]:
     return kind, int(index or 0)
 
 
+def canonical(name: str) -> str:
+    """`kind:index` in lower case: `GPU`, `gpu` and `gpu:0` name one device."""
+    return "%s:%d" % parse_name(name)
+
+
 def _platform_devices(platform: str) -> list[jax.Device]:
     try:
         return jax.devices(platform)
@@ -31,16 +36,17 @@ def _platform_devices(platform: str) -> list[jax.Device]:
 
 
 def enumerate_devices(pinned: tuple[str, ...] = ()) -> list[DeviceRef]:
-    """Every CPU and GPU device PJRT offers, or only the pinned ones (which must exist)."""
+    """Every CPU and GPU device PJRT offers, or only the pinned ones (which must exist), each once."""
     found = [DeviceRef(f"{p}:{i}", p, d.device_kind, d) for p in ("cpu", "gpu")
              for i, d in enumerate(_platform_devices(p))]
     if not pinned:
         return found
     by_name = {d.name: d for d in found}
-    missing = [n for n in pinned if "%s:%d" % parse_name(n) not in by_name]
+    wanted = list(dict.fromkeys(canonical(n) for n in pinned))
+    missing = [n for n in wanted if n not in by_name]
     if missing:
         raise DeviceUnavailable(f"pinned device(s) {missing} are not present; present: {sorted(by_name)}")
-    return [by_name["%s:%d" % parse_name(n)] for n in pinned]
+    return [by_name[n] for n in wanted]
 
 
 class Devices:
@@ -53,7 +59,6 @@ class Devices:
         if not name:
             gpus = [d for d in self.all if d.platform == "gpu"]
             return (gpus or self.all)[0]
-        canonical = "%s:%d" % parse_name(name)
-        if canonical not in self._by_name:
+        if canonical(name) not in self._by_name:
             raise DeviceUnavailable(f"device {name!r} is not served here; devices: {sorted(self._by_name)}")
-        return self._by_name[canonical]
+        return self._by_name[canonical(name)]
