@@ -36,11 +36,12 @@ def to_numpy(proto: tf.TensorProto, max_elements: int) -> np.ndarray:
         values = np.array(list(proto.string_val), dtype=object)
         return _fill(values, count, shape, proto.dtype)
     dtype = dtypes.to_numpy(proto.dtype)
-    if proto.tensor_content:
-        if len(proto.tensor_content) != count * dtype.itemsize:
-            raise BadTensor(f"tensor_content has {len(proto.tensor_content)} bytes but shape {list(shape)} "
+    content = proto.tensor_content  # read once: each read of a bytes field copies it
+    if content:
+        if len(content) != count * dtype.itemsize:
+            raise BadTensor(f"tensor_content has {len(content)} bytes but shape {list(shape)} "
                             f"of {dtype} needs {count * dtype.itemsize}")
-        return np.frombuffer(proto.tensor_content, dtype=dtype).reshape(shape)
+        return np.frombuffer(content, dtype=dtype).reshape(shape)
     values = getattr(proto, _VALUE_FIELD[proto.dtype])
     if proto.dtype in (tf.DT_HALF, tf.DT_BFLOAT16):
         values = np.array(values, dtype=np.uint16).view(dtype)
