@@ -110,6 +110,10 @@ class TraceCache:
         """The traced body of `ref` for `args` (values, tracers or ShapeDtypeStructs, as pytrees) and the
         non-constant input leaves to apply it to. `run(args)` lowers the body on concrete arguments."""
         leaves, tree = jax.tree_util.tree_flatten(args)
+        for leaf in leaves:
+            if not hasattr(leaf, "dtype"):
+                raise ValueError(f"a {type(leaf).__name__} cannot be passed to function {ref.name!r}: a function "
+                                 "takes tensors and lists of tensors")
         dynamic = [leaf for leaf in leaves if not is_constant(leaf)]
         key = (ref.name, _attrs_key(ref.attrs), tree, tuple(leaf_key(leaf) for leaf in leaves))
         traced = self._traced.get(key)
