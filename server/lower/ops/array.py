@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlacs_server.errors import InvalidRequest
-from xlacs_server.lower import dtypes as D
+from xlacs_server.lower import dtypes as D, limits
 from xlacs_server.lower.registry import register_op
 
 INT32 = np.dtype(np.int32)
@@ -37,9 +37,14 @@ def const(ctx, *, value, dtype):
     return [value]
 
 
-@register_op("Identity", "Snapshot", "StopGradient", "PreventGradient")
-def identity(ctx, x, *, T, message=""):
-    return [x]
+@register_op("Identity", "Snapshot", "StopGradient")
+def identity(ctx, input, *, T):
+    return [input]
+
+
+@register_op("PreventGradient")
+def prevent_gradient(ctx, input, *, T, message=""):
+    return [input]
 
 
 # A compiled program cannot raise mid-run; as in tf2xla, numeric checks pass their input through.
@@ -128,7 +133,7 @@ def empty(ctx, shape, *, dtype, init=False):
     return [jnp.zeros(axes(shape) if shape.ndim else (), dtype)]
 
 
-@register_op("Range", type_attr="Tidx", dtypes=D.REAL, constant_inputs=("start", "limit", "delta"))
+@register_op("Range", type_attr="Tidx", dtypes=D.FLOAT + D.SIGNED + (np.uint16, np.uint32, np.uint64), constant_inputs=("start", "limit", "delta"))
 def range_(ctx, start, limit, delta, *, Tidx=INT32):
     start, limit, delta = (scalar(v, n) for v, n in ((start, "start"), (limit, "limit"), (delta, "delta")))
     if delta == 0:
@@ -140,6 +145,7 @@ def range_(ctx, start, limit, delta, *, Tidx=INT32):
         count = (abs(int(limit) - int(start)) + abs(int(delta)) - 1) // abs(int(delta))
     else:
         count = int(np.ceil(np.abs((limit - start) / delta)))
+    limits.check_shape(f"node {ctx.name!r} (Range): output 0", (count,))
     return [start + np.arange(count).astype(Tidx) * delta]
 
 

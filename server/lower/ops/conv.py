@@ -15,6 +15,8 @@ from xlacs_server.lower.registry import register_op
 
 HIGHEST = lax.Precision.HIGHEST
 CONV_DTYPES = D.FLOAT + (np.int32,)
+CONV3D_V1_DTYPES = (np.float16, np.float32, np.float64)
+DILATIONS_2D, DILATIONS_3D = (1,) * 4, (1,) * 5
 
 
 def spatial(values, data_format: str, ndim: int) -> tuple[int, ...]:
@@ -61,80 +63,80 @@ def backprop_filter(input, filter_shape, out_backprop, **conv):
 
 @register_op("Conv2D", dtypes=CONV_DTYPES)
 def conv2d(ctx, input, filter, *, T, strides, padding, use_cudnn_on_gpu=True, explicit_paddings=(),
-           data_format="NHWC", dilations=()):
+           data_format="NHWC", dilations=DILATIONS_2D):
     return [convolve(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
                      data_format=data_format, dilations=dilations)]
 
 
 @register_op("Conv3D", dtypes=D.FLOAT)
-def conv3d(ctx, input, filter, *, T, strides, padding, data_format="NDHWC", dilations=()):
+def conv3d(ctx, input, filter, *, T, strides, padding, data_format="NDHWC", dilations=DILATIONS_3D):
     return [convolve(input, filter, strides=strides, padding=padding, data_format=data_format, dilations=dilations)]
 
 
 @register_op("DepthwiseConv2dNative", dtypes=D.FLOAT)
 def depthwise_conv2d(ctx, input, filter, *, T, strides, padding, explicit_paddings=(), data_format="NHWC",
-                     dilations=()):
+                     dilations=DILATIONS_2D):
     return [convolve(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
                      data_format=data_format, dilations=dilations, depthwise=True)]
 
 
 @register_op("Conv2DBackpropInput", dtypes=CONV_DTYPES, constant_inputs=("input_sizes",))
 def conv2d_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu=True,
-                          explicit_paddings=(), data_format="NHWC", dilations=()):
+                          explicit_paddings=(), data_format="NHWC", dilations=DILATIONS_2D):
     return [backprop_input(axes(input_sizes), filter, out_backprop, strides=strides, padding=padding,
                            explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)]
 
 
 @register_op("Conv2DBackpropInputV2", dtypes=CONV_DTYPES)
 def conv2d_backprop_input_v2(ctx, input, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu=True,
-                             explicit_paddings=(), data_format="NHWC", dilations=()):
+                             explicit_paddings=(), data_format="NHWC", dilations=DILATIONS_2D):
     return [backprop_input(input.shape, filter, out_backprop, strides=strides, padding=padding,
                            explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)]
 
 
 @register_op("Conv2DBackpropFilter", dtypes=D.FLOAT, constant_inputs=("filter_sizes",))
 def conv2d_backprop_filter(ctx, input, filter_sizes, out_backprop, *, T, strides, padding, use_cudnn_on_gpu=True,
-                           explicit_paddings=(), data_format="NHWC", dilations=()):
+                           explicit_paddings=(), data_format="NHWC", dilations=DILATIONS_2D):
     return [backprop_filter(input, axes(filter_sizes), out_backprop, strides=strides, padding=padding,
                             explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)]
 
 
 @register_op("Conv2DBackpropFilterV2", dtypes=D.FLOAT)
 def conv2d_backprop_filter_v2(ctx, input, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu=True,
-                              explicit_paddings=(), data_format="NHWC", dilations=()):
+                              explicit_paddings=(), data_format="NHWC", dilations=DILATIONS_2D):
     return [backprop_filter(input, filter.shape, out_backprop, strides=strides, padding=padding,
                             explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)]
 
 
 @register_op("Conv3DBackpropInputV2", dtypes=D.FLOAT, constant_inputs=("input_sizes",))
 def conv3d_backprop_input_v2(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, data_format="NDHWC",
-                             dilations=(), Tshape=np.dtype(np.int32)):
+                             dilations=DILATIONS_3D, Tshape=np.dtype(np.int32)):
     return [backprop_input(axes(input_sizes), filter, out_backprop, strides=strides, padding=padding,
                            data_format=data_format, dilations=dilations)]
 
 
-@register_op("Conv3DBackpropInput", dtypes=D.FLOAT)
-def conv3d_backprop_input(ctx, input, filter, out_backprop, *, T, strides, padding, dilations=()):
+@register_op("Conv3DBackpropInput", dtypes=CONV3D_V1_DTYPES)
+def conv3d_backprop_input(ctx, input, filter, out_backprop, *, T, strides, padding, dilations=DILATIONS_3D):
     return [backprop_input(input.shape, filter, out_backprop, strides=strides, padding=padding,
                            data_format="NDHWC", dilations=dilations)]
 
 
 @register_op("Conv3DBackpropFilterV2", dtypes=D.FLOAT, constant_inputs=("filter_sizes",))
 def conv3d_backprop_filter_v2(ctx, input, filter_sizes, out_backprop, *, T, strides, padding, data_format="NDHWC",
-                              dilations=()):
+                              dilations=DILATIONS_3D):
     return [backprop_filter(input, axes(filter_sizes), out_backprop, strides=strides, padding=padding,
                             data_format=data_format, dilations=dilations)]
 
 
-@register_op("Conv3DBackpropFilter", dtypes=D.FLOAT)
-def conv3d_backprop_filter(ctx, input, filter, out_backprop, *, T, strides, padding, dilations=()):
+@register_op("Conv3DBackpropFilter", dtypes=CONV3D_V1_DTYPES)
+def conv3d_backprop_filter(ctx, input, filter, out_backprop, *, T, strides, padding, dilations=DILATIONS_3D):
     return [backprop_filter(input, filter.shape, out_backprop, strides=strides, padding=padding,
                             data_format="NDHWC", dilations=dilations)]
 
 
 @register_op("DepthwiseConv2dNativeBackpropInput", dtypes=D.FLOAT, constant_inputs=("input_sizes",))
 def depthwise_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, explicit_paddings=(),
-                             data_format="NHWC", dilations=()):
+                             data_format="NHWC", dilations=DILATIONS_2D):
     return [backprop_input(axes(input_sizes), filter, out_backprop, strides=strides, padding=padding,
                            explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations,
                            depthwise=True)]
@@ -142,7 +144,7 @@ def depthwise_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strid
 
 @register_op("DepthwiseConv2dNativeBackpropFilter", dtypes=D.FLOAT, constant_inputs=("filter_sizes",))
 def depthwise_backprop_filter(ctx, input, filter_sizes, out_backprop, *, T, strides, padding, explicit_paddings=(),
-                              data_format="NHWC", dilations=()):
+                              data_format="NHWC", dilations=DILATIONS_2D):
     return [backprop_filter(input, axes(filter_sizes), out_backprop, strides=strides, padding=padding,
                             explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations,
                             depthwise=True)]

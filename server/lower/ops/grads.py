@@ -3,11 +3,12 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.nn import (F32, LRN_DTYPES, SELU_ALPHA, SELU_SCALE, batch_norm_axes, channel_axis, lrn,
-                                       per_channel, zero)
+from xlacs_server.lower.ops.nn import (BATCH_NORM_DTYPES, F32, LRN_DTYPES, SELU_ALPHA, SELU_SCALE, batch_norm_axes,
+                                       channel_axis, lrn, per_channel, zero)
 from xlacs_server.lower.registry import register_op
 
 
@@ -45,9 +46,7 @@ def lrn_grad(ctx, input_grads, input_image, output_image, *, T=F32, depth_radius
     return list(backward(input_grads))
 
 
-@register_op("FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3", dtypes=D.FLOAT)
-def fused_batch_norm_grad(ctx, y_backprop, x, scale, reserve_space_1, reserve_space_2, *reserve_space_3, T, U=F32,
-                          epsilon=1e-4, data_format="NHWC", is_training=True):
+def batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_2, epsilon, data_format, is_training):
     """reserve_space_1/2 are the batch mean and (biased) variance when training, the population ones otherwise."""
     reduce_axes = batch_norm_axes(data_format, x.ndim)
     dy, xf = y_backprop.astype(scale.dtype), x.astype(scale.dtype)
@@ -65,3 +64,16 @@ def fused_batch_norm_grad(ctx, y_backprop, x, scale, reserve_space_1, reserve_sp
         x_backprop = dy * per_channel(scale * inv_std, data_format, x.ndim)
     unused = jnp.zeros((), scale.dtype)  # TF's placeholders for cuDNN's reserve spaces
     return [x_backprop.astype(x.dtype), scale_backprop, offset_backprop, unused, unused]
+
+
+@register_op("FusedBatchNormGrad", dtypes=(np.float32,))
+def fused_batch_norm_grad(ctx, y_backprop, x, scale, reserve_space_1, reserve_space_2, *, T, epsilon=1e-4,
+                          data_format="NHWC", is_training=True):
+    return batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_2, epsilon, data_format, is_training)
+
+
+@register_op("FusedBatchNormGradV2", "FusedBatchNormGradV3", dtypes=BATCH_NORM_DTYPES)
+def fused_batch_norm_grad_v2(ctx, y_backprop, x, scale, reserve_space_1, reserve_space_2, *reserve_space_3, T, U,
+                             epsilon=1e-4, data_format="NHWC", is_training=True):
+    """V3's extra reserve_space_3 input is cuDNN's; the gradient does not need it."""
+    return batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_2, epsilon, data_format, is_training)

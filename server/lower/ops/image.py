@@ -10,13 +10,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from xlacs_server.lower import dtypes as D
+from xlacs_server.lower import dtypes as D, limits
 from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.ops.numerics import divide
 from xlacs_server.lower.registry import register_op
 
 F32 = np.float32
-RESIZE_DTYPES = D.REAL
+RESIZE_DTYPES = D.FLOAT + D.SIGNED + (np.uint8, np.uint16)
+NEAREST_GRAD_DTYPES = D.FLOAT + (np.int8, np.uint8, np.int32)
+CROP_DTYPES = (np.float16, np.float32, np.float64) + D.SIGNED + (np.uint8, np.uint16)
 H, W = 1, 2  # the spatial axes of NHWC images
 
 
@@ -26,6 +28,7 @@ def output_size(images, size) -> tuple[int, int]:
     size = axes(size)
     if len(size) != 2 or min(size) <= 0:
         raise ValueError(f"size must hold two positive values, got {list(size)}")
+    limits.check_shape("the resized images", (images.shape[0], *size, images.shape[3]))
     return size
 
 
@@ -128,7 +131,7 @@ def resize_nearest(ctx, images, size, *, T, align_corners=False, half_pixel_cent
     return [jnp.asarray(images)[:, rows, cols]]
 
 
-@register_op("ResizeNearestNeighborGrad", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
+@register_op("ResizeNearestNeighborGrad", dtypes=NEAREST_GRAD_DTYPES, constant_inputs=("size",))
 def resize_nearest_grad(ctx, grads, size, *, T, align_corners=False, half_pixel_centers=False):
     height, width = output_size(grads, size)
     rows, cols = nearest_grid((None, height, width), grads.shape[1:3], align_corners, half_pixel_centers)
@@ -326,7 +329,7 @@ def crop_positions(low, high, crop_size: int, image_size: int):
     return low[:, None] * last + jnp.arange(crop_size, dtype=F32)[None, :] * scale[:, None]
 
 
-@register_op("CropAndResize", dtypes=RESIZE_DTYPES, constant_inputs=("crop_size",))
+@register_op("CropAndResize", dtypes=CROP_DTYPES, constant_inputs=("crop_size",))
 def crop_and_resize(ctx, image, boxes, box_ind, crop_size, *, T, method="bilinear", extrapolation_value=0.0):
     if method not in ("bilinear", "nearest"):
         raise ValueError(f"method must be 'bilinear' or 'nearest', got {method!r}")

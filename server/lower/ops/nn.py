@@ -10,6 +10,7 @@ from xlacs_server.lower.registry import register_op
 
 F32 = np.dtype(np.float32)
 LRN_DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32)
+BATCH_NORM_DTYPES = LRN_DTYPES
 # SELU's constants, as TF spells them (Klambauer et al., 2017).
 SELU_SCALE = 1.0507009873554804934193349852946
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -95,9 +96,14 @@ def per_channel(vector, data_format: str, ndim: int):
     return jnp.reshape(vector, shape)
 
 
-@register_op("BiasAdd", "BiasAddV1", dtypes=D.NUMERIC)
+@register_op("BiasAdd", dtypes=D.NUMERIC)
 def bias_add(ctx, value, bias, *, T, data_format="NHWC"):
     return [value + per_channel(bias, data_format, value.ndim)]
+
+
+@register_op("BiasAddV1", dtypes=D.NUMERIC)
+def bias_add_v1(ctx, value, bias, *, T):
+    return [value + bias]
 
 
 def lrn(x, depth_radius: int, bias: float, alpha: float, beta: float):
@@ -120,9 +126,8 @@ def batch_norm_axes(data_format: str, ndim: int) -> tuple[int, ...]:
     return tuple(a for a in range(ndim) if a != axis)
 
 
-@register_op("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", dtypes=D.FLOAT)
-def fused_batch_norm(ctx, x, scale, offset, mean, variance, *, T, U=F32, epsilon=1e-4,
-                     exponential_avg_factor=1.0, data_format="NHWC", is_training=True):
+def batch_norm(x, scale, offset, mean, variance, epsilon, exponential_avg_factor, data_format, is_training):
+    """FusedBatchNorm's five outputs: y, the running mean and variance, the batch (or given) mean and variance."""
     xf = x.astype(scale.dtype)
     running_mean, running_variance = mean, variance
     if is_training:
@@ -136,7 +141,19 @@ def fused_batch_norm(ctx, x, scale, offset, mean, variance, *, T, U=F32, epsilon
     y = (xf - per_channel(mean, data_format, x.ndim)) * per_channel(lax.rsqrt(variance + epsilon) * scale,
                                                                      data_format, x.ndim) \
         + per_channel(offset, data_format, x.ndim)
-    outputs = [y.astype(x.dtype), running_mean, running_variance, mean, variance]
+    return [y.astype(x.dtype), running_mean, running_variance, mean, variance]
+
+
+@register_op("FusedBatchNorm", dtypes=(np.float32,))
+def fused_batch_norm(ctx, x, scale, offset, mean, variance, *, T, epsilon=1e-4, exponential_avg_factor=1.0,
+                     data_format="NHWC", is_training=True):
+    return batch_norm(x, scale, offset, mean, variance, epsilon, exponential_avg_factor, data_format, is_training)
+
+
+@register_op("FusedBatchNormV2", "FusedBatchNormV3", dtypes=BATCH_NORM_DTYPES)
+def fused_batch_norm_v2(ctx, x, scale, offset, mean, variance, *, T, U, epsilon=1e-4, exponential_avg_factor=1.0,
+                        data_format="NHWC", is_training=True):
+    outputs = batch_norm(x, scale, offset, mean, variance, epsilon, exponential_avg_factor, data_format, is_training)
     if ctx.node.op == "FusedBatchNormV3":
         outputs.append(jnp.zeros((0,), scale.dtype))  # reserve_space_3: unused off cuDNN
     return outputs

@@ -5,6 +5,7 @@ Max-pool gradients route each window's gradient to its first maximum in row-majo
 """
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax import lax
 
@@ -12,7 +13,9 @@ from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.registry import register_op
 
-MAX_POOL_DTYPES = D.REAL
+MAX_POOL_DTYPES = D.FLOAT + D.SIGNED + (np.uint8, np.uint16)
+MAX_POOL_GRAD_DTYPES = D.REAL
+POOL_3D_DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32)
 
 
 def window(values, ndim: int) -> tuple[int, ...]:
@@ -92,51 +95,67 @@ def max_pool_v2(ctx, input, ksize, strides, *, T=np.dtype(np.float32), padding, 
     return [max_pool(input, *geometry(input.shape, axes(ksize), axes(strides), padding))]
 
 
-@register_op("MaxPool3D", dtypes=D.FLOAT)
+@register_op("MaxPool3D", dtypes=POOL_3D_DTYPES)
 def max_pool_3d(ctx, input, *, ksize, strides, padding, data_format="NDHWC", T):
     return [max_pool(input, *geometry(input.shape, ksize, strides, padding))]
 
 
-@register_op("AvgPool", "AvgPool3D", dtypes=D.FLOAT)
+@register_op("AvgPool", dtypes=D.FLOAT)
 def avg_pool_op(ctx, value, *, T, ksize, strides, padding, data_format="NHWC"):
     return [avg_pool(value, *geometry(value.shape, ksize, strides, padding))]
 
 
-@register_op("MaxPoolGrad", dtypes=MAX_POOL_DTYPES)
+@register_op("AvgPool3D", dtypes=D.FLOAT)
+def avg_pool_3d(ctx, input, *, T, ksize, strides, padding, data_format="NDHWC"):
+    return [avg_pool(input, *geometry(input.shape, ksize, strides, padding))]
+
+
+@register_op("MaxPoolGrad", dtypes=MAX_POOL_GRAD_DTYPES)
 def max_pool_grad_op(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, explicit_paddings=(),
                      data_format="NHWC", T=np.dtype(np.float32)):
     return [max_pool_grad(orig_input, grad, *geometry(orig_input.shape, ksize, strides, padding, explicit_paddings))]
 
 
-@register_op("MaxPoolGradV2", dtypes=MAX_POOL_DTYPES, constant_inputs=("ksize", "strides"))
+@register_op("MaxPoolGradV2", dtypes=MAX_POOL_GRAD_DTYPES, constant_inputs=("ksize", "strides"))
 def max_pool_grad_v2(ctx, orig_input, orig_output, grad, ksize, strides, *, padding, data_format="NHWC",
                      T=np.dtype(np.float32)):
     return [max_pool_grad(orig_input, grad, *geometry(orig_input.shape, axes(ksize), axes(strides), padding))]
 
 
-@register_op("MaxPool3DGrad", dtypes=D.FLOAT)
+@register_op("MaxPool3DGrad", dtypes=POOL_3D_DTYPES)
 def max_pool_3d_grad(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NDHWC",
                      T=np.dtype(np.float32), TInput=np.dtype(np.float32)):
     return [max_pool_grad(orig_input, grad, *geometry(orig_input.shape, ksize, strides, padding))]
 
 
-@register_op("MaxPoolGradGrad", "MaxPool3DGradGrad", dtypes=MAX_POOL_DTYPES)
+@register_op("MaxPoolGradGrad", dtypes=MAX_POOL_GRAD_DTYPES)
 def max_pool_grad_grad_op(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NHWC", T):
     return [max_pool_grad_grad(orig_input, grad, *geometry(orig_input.shape, ksize, strides, padding))]
 
 
-@register_op("MaxPoolGradGradV2", dtypes=MAX_POOL_DTYPES, constant_inputs=("ksize", "strides"))
+@register_op("MaxPool3DGradGrad", dtypes=MAX_POOL_GRAD_DTYPES)
+def max_pool_3d_grad_grad(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NDHWC", T):
+    return [max_pool_grad_grad(orig_input, grad, *geometry(orig_input.shape, ksize, strides, padding))]
+
+
+@register_op("MaxPoolGradGradV2", dtypes=MAX_POOL_GRAD_DTYPES, constant_inputs=("ksize", "strides"))
 def max_pool_grad_grad_v2(ctx, orig_input, orig_output, grad, ksize, strides, *, padding, data_format="NHWC", T):
     return [max_pool_grad_grad(orig_input, grad, *geometry(orig_input.shape, axes(ksize), axes(strides), padding))]
 
 
-@register_op("AvgPoolGrad", "AvgPool3DGrad", dtypes=D.FLOAT, constant_inputs=("orig_input_shape",))
+@register_op("AvgPoolGrad", dtypes=D.FLOAT, constant_inputs=("orig_input_shape",))
 def avg_pool_grad_op(ctx, orig_input_shape, grad, *, ksize, strides, padding, data_format="NHWC", T):
     shape = axes(orig_input_shape)
     return [avg_pool_grad(shape, grad, *geometry(shape, ksize, strides, padding))]
 
 
-@register_op("MaxPoolWithArgmax", dtypes=MAX_POOL_DTYPES)
+@register_op("AvgPool3DGrad", dtypes=D.FLOAT, constant_inputs=("orig_input_shape",))
+def avg_pool_3d_grad(ctx, orig_input_shape, grad, *, ksize, strides, padding, data_format="NDHWC", T):
+    shape = axes(orig_input_shape)
+    return [avg_pool_grad(shape, grad, *geometry(shape, ksize, strides, padding))]
+
+
+@register_op("MaxPoolWithArgmax", dtypes=MAX_POOL_GRAD_DTYPES)
 def max_pool_with_argmax(ctx, input, *, ksize, strides, padding, T, Targmax=np.dtype(np.int64),
                          include_batch_in_index=False):
     ksize, strides, pads = geometry(input.shape, ksize, strides, padding)
