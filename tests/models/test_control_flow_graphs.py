@@ -88,3 +88,25 @@ def loop_with_static_shape(x):
 @pytest.mark.parametrize("fn", [loop_of_constants, loop_with_static_shape], ids=lambda f: f.__name__)
 def test_loops_over_constants(client, fn, lower_control_flow):
     compile_and_compare(client, fn, [x_of()], lower_control_flow=lower_control_flow)
+
+
+def case_chain(x):
+    total = tf.reduce_sum(x)
+    return tf.case([(total > 1.0, lambda: x * 2.0), (total > -1.0, lambda: x + 5.0)], default=lambda: -x)
+
+
+def loop_in_cond(x):
+    return tf.cond(tf.reduce_sum(x) > 0, lambda: tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2.0),
+                                                                (0, x))[1], lambda: -x)
+
+
+def data_dependent_trip_count(x):
+    steps = tf.cast(tf.reduce_sum(tf.abs(x)) * 2.0, tf.int32)
+    return tf.while_loop(lambda i, total: i < steps, lambda i, total: (i + 1, total + i), (0, 0))[1]
+
+
+@LOWER
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["positive", "negative"])
+@pytest.mark.parametrize("fn", [case_chain, loop_in_cond, data_dependent_trip_count], ids=lambda f: f.__name__)
+def test_more_structures(client, fn, sign, lower_control_flow):
+    compile_and_compare(client, fn, [np.abs(x_of()) * sign], lower_control_flow=lower_control_flow)
