@@ -226,3 +226,56 @@ def test_registration_matches_the_tf_opdef(lowering):
         allowed = {wire_dtypes.to_numpy(t) for t in tf_attrs[lowering.type_attr].allowed_values.list.type
                    if wire_dtypes.dtype_name(t).islower()}
         assert not allowed or lowering.dtypes <= allowed, f"not in TF's OpDef: {lowering.dtypes - allowed}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.int32], ids=ids)
+def test_conjugate_transpose(client, dtype):
+    x = rand((2, 3, 4), np.float32).astype(dtype)
+    if dtype == np.complex64:
+        x = x + 1j * rand((2, 3, 4))
+    compile_and_compare(client, lambda x: raw.ConjugateTranspose(x=x, perm=tf.constant([1, 2, 0])), [x])
+
+
+def graph_with(build):
+    """A GraphDef holding ops tf.raw_ops does not expose, built by `build(graph)` -> fetched tensors."""
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches = build(graph)
+    return graph.as_graph_def(), [t.name for t in fetches]
+
+
+def test_list_array_conversions(client):
+    """_ListToArray and _ArrayToList (the tf2xla plumbing of function arguments) pass values through."""
+    def build(graph):
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        y = tf.compat.v1.placeholder(tf.int32, [4], name="y")
+        array = graph.create_op("_ListToArray", [x, x], [tf.float32, tf.float32], name="list_to_array",
+                                attrs={"Tin": tf.compat.v1.AttrValue(list=tf.compat.v1.AttrValue.ListValue(
+                                    type=[tf.float32.as_datatype_enum] * 2)),
+                                       "T": tf.compat.v1.AttrValue(type=tf.float32.as_datatype_enum),
+                                       "N": tf.compat.v1.AttrValue(i=2)}).outputs
+        listed = graph.create_op("_ArrayToList", [y, y], [tf.int32, tf.int32], name="array_to_list",
+                                 attrs={"T": tf.compat.v1.AttrValue(type=tf.int32.as_datatype_enum),
+                                        "N": tf.compat.v1.AttrValue(i=2),
+                                        "out_types": tf.compat.v1.AttrValue(list=tf.compat.v1.AttrValue.ListValue(
+                                            type=[tf.int32.as_datatype_enum] * 2))}).outputs
+        return [*array, *listed]
+    graph_def, fetches = graph_with(build)
+    feeds = {"x:0": rand((2, 3)), "y:0": rand((4,), np.int32)}
+    got = client.compile(graph_def, {n: (v.dtype, v.shape) for n, v in feeds.items()}, fetches).execute(feeds)
+    for g, want in zip(got, [feeds["x:0"], feeds["x:0"], feeds["y:0"], feeds["y:0"]]):
+        np.testing.assert_array_equal(g, want)
+
+
+def test_fake_param_is_zeros_of_its_shape(client):
+    """FakeParam stands for a value that is never read; TF has no kernel to compare with, tf2xla gives zeros."""
+    def build(graph):
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        fake = graph.create_op("FakeParam", [], [tf.float32], attrs={
+            "dtype": tf.compat.v1.AttrValue(type=tf.float32.as_datatype_enum),
+            "shape": tf.compat.v1.AttrValue(shape=tf.TensorShape([2, 3]).as_proto())}).outputs[0]
+        return [fake + x]
+    graph_def, fetches = graph_with(build)
+    x = rand((3,))
+    got, = client.compile(graph_def, {"x:0": (np.float32, (3,))}, fetches).execute({"x:0": x})
+    np.testing.assert_array_equal(got, np.broadcast_to(x, (2, 3)))

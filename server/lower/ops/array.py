@@ -72,6 +72,24 @@ def identity_n(ctx, *xs, T):
     return list(xs)
 
 
+@register_op("_ListToArray")
+def list_to_array(ctx, *inputs, Tin, T, N):
+    return list(inputs)
+
+
+@register_op("_ArrayToList")
+def array_to_list(ctx, *inputs, T, N, out_types):
+    return list(inputs)
+
+
+@register_op("FakeParam", type_attr="dtype")
+def fake_param(ctx, *, dtype, shape):
+    """A stand-in that XLA-compiled TF graphs keep for values that are never read; zeros, as in tf2xla."""
+    if shape is None or any(d < 0 for d in shape):
+        raise ValueError(f"shape {shape} must be fully defined")
+    return [jnp.zeros(shape, dtype)]
+
+
 @register_op("NoOp")
 def no_op(ctx):
     return []
@@ -105,6 +123,11 @@ def reshape(ctx, tensor, shape, *, T, Tshape=INT32):
 @register_op("Transpose", constant_inputs=("perm",))
 def transpose(ctx, x, perm, *, T, Tperm=INT32):
     return [jnp.transpose(x, axes(perm))]
+
+
+@register_op("ConjugateTranspose", constant_inputs=("perm",))
+def conjugate_transpose(ctx, x, perm, *, T, Tperm=INT32):
+    return [jnp.conj(jnp.transpose(x, axes(perm))) if jnp.iscomplexobj(x) else jnp.transpose(x, axes(perm))]
 
 
 @register_op("Squeeze")
