@@ -87,7 +87,8 @@ class Tier(BaseModel):
     entries: int
     bytes: int
     evictions: int
-    integrity_errors: int
+    integrity_errors: int = Field(description="entries refused as misses: truncated, corrupt, or a bad HMAC")
+    backend_errors: int = Field(description="failures of the tier's backend: Redis unreachable, an I/O error")
     compile_s_saved: float
 
 

@@ -104,8 +104,8 @@ def cache(dash: Dash) -> models.Cache:
         lookups = s.hits + s.misses
         tiers.append(models.Tier(tier=t.tier, hits=s.hits, misses=s.misses,
                                  hit_rate=s.hits / lookups if lookups else None, entries=s.entries, bytes=s.bytes,
-                                 evictions=s.evictions, integrity_errors=s.errors,
-                                 compile_s_saved=s.compile_ms_saved / 1e3))
+                                 evictions=s.evictions, integrity_errors=s.rejected,
+                                 backend_errors=s.errors, compile_s_saved=s.compile_ms_saved / 1e3))
     return models.Cache(interval_s=dash.sampler.interval_s, tiers=tiers, history=[
         models.TierHistory(tier=t.tier, points=[models.HitRatePoint(time_unix=when, hit_rate=r, lookups=n)
                                                 for when, r, n in hit_rates(history, t.tier)])
