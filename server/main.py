@@ -45,7 +45,7 @@ def serve(args) -> None:
     log.info("xlacs serving gRPC on %s:%d and the dashboard on http://%s:%d; devices: %s", settings.host, port,
              settings.host, http.port, ", ".join(f"{d.name} ({d.kind})" for d in service.devices.all))
     stop.wait()
-    log.info("shutting down: no new calls; %d call(s) in flight get up to %.0f s to finish",
+    log.info("shutting down: no new calls; %d call(s) in flight get up to %g s to finish",
              _in_flight(service), settings.shutdown_grace_s)
     health.enter_graceful_shutdown()
     app.state.dashboard.draining = True  # /readyz answers 503 while the calls in flight finish
@@ -55,7 +55,7 @@ def serve(args) -> None:
     if cut:
         # gRPC cancelled these calls at the deadline, but their threads still compute and would hold the
         # interpreter's exit (it joins worker threads) past any deadline: leave without waiting for them.
-        log.warning("stopped; %d call(s) still running after %.0f s were cancelled", cut, settings.shutdown_grace_s)
+        log.warning("stopped; %d call(s) still running after %g s were cancelled", cut, settings.shutdown_grace_s)
         logging.shutdown()
         os._exit(0)
     log.info("stopped")
