@@ -59,12 +59,12 @@ def branch(ctx, index, branches: list, inputs: list) -> list:
     dynamic = [leaf for leaf in jax.tree_util.tree_leaves(inputs) if not is_constant(leaf)]
     outputs = [t.abstract_outputs() for t in traced]
     for b, out in zip(branches[1:], outputs[1:]):
+        if len(out) != len(outputs[0]):
+            raise ValueError(f"branch {branches[0].name!r} has {len(outputs[0])} outputs, {b.name!r} {len(out)}")
         for k, (first, other) in enumerate(zip(outputs[0], out)):
             if _signature(first) != _signature(other):
                 raise ValueError(f"output {k} is {_describe(first)} in branch {branches[0].name!r} but "
                                  f"{_describe(other)} in branch {b.name!r}")
-        if len(out) != len(outputs[0]):
-            raise ValueError(f"branch {branches[0].name!r} has {len(outputs[0])} outputs, {b.name!r} {len(out)}")
     # Where every branch returns the same constant, the result is that constant.
     shared = [c if all(_same(c, t.constants[i]) for t in traced) else None
               for i, c in enumerate(traced[0].constants)]
@@ -73,7 +73,7 @@ def branch(ctx, index, branches: list, inputs: list) -> list:
     def run(t):
         def fn(*operands):
             leaves = t.leaves(list(operands))
-            return [jnp.asarray(leaves[i]) for i in computed]
+            return [_strong(leaves[i]) for i in computed]
         return fn
 
     results = iter(lax.switch(jnp.asarray(index, jnp.int32), [run(t) for t in traced], *dynamic))
@@ -105,10 +105,9 @@ def while_loop(ctx, cond, body, init: list) -> list:
 
     def body_fun(operands):
         out = jax.tree_util.tree_leaves(ctx.engine.call(body, fill(operands)))
-        return [lax.convert_element_type(out[i], leaves[i].dtype) for i in positions]
+        return [_strong(out[i]) for i in positions]
 
-    start = [lax.convert_element_type(leaves[i], leaves[i].dtype) for i in positions]
-    return fill(lax.while_loop(cond_fun, body_fun, start))
+    return fill(lax.while_loop(cond_fun, body_fun, [_strong(leaves[i]) for i in positions]))
 
 
 def _fix_carries(ctx, body, carried: list) -> list:
@@ -134,6 +133,11 @@ def _fix_carries(ctx, body, carried: list) -> list:
         for i in changed:
             leaves[i] = jnp.asarray(leaves[i])
         carried = tree.unflatten(leaves)
+
+
+def _strong(leaf):
+    """The leaf as a strongly typed array: lax.switch and lax.while_loop need the same types on all paths."""
+    return lax.convert_element_type(leaf, np.dtype(leaf.dtype))
 
 
 def _first_write(before, after) -> bool:
