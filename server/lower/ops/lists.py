@@ -7,7 +7,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from xlacs_server.lower.context import is_constant
 from xlacs_server.lower.registry import register_op
 from xlacs_server.lower.tensor_list import TensorArrayHandle, TensorList, merge_shapes, shape_operand
 
@@ -23,7 +22,7 @@ def _static_size(value, what: str) -> int:
 
 def _filled(dtype, elements, element_shape) -> TensorList:
     """A full list holding `elements` (stacked along the first dimension)."""
-    merge_shapes(element_shape, tuple(elements.shape[1:]))
+    merge_shapes(element_shape, tuple(elements.shape[1:]))  # raises when they disagree
     size = elements.shape[0]
     return TensorList(np.dtype(dtype), size, np.asarray(size, np.int32), tuple(elements.shape[1:]), elements)
 
