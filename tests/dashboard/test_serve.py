@@ -34,7 +34,8 @@ def test_xlacs_serve_serves_grpc_and_http_from_one_service(tmp_path):
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
         process = subprocess.Popen([str(XLACS), "serve", "--server", "127.0.0.1:0"], stdout=out,
-                                   stderr=subprocess.STDOUT, env={**os.environ, "XLACS_HTTP_PORT": "0"})
+                                   stderr=subprocess.STDOUT, env={**os.environ, "XLACS_HTTP_PORT": "0",
+                                                                  "XLACS_CACHE_DIR": str(tmp_path / "cache")})
     try:
         grpc_port, http_port = map(int, wait_for(log, STARTED, process).groups())
         assert http_port not in (0, Settings().http_port)  # XLACS_HTTP_PORT=0 took a free port
