@@ -1,6 +1,7 @@
 """The Python client of xlacs.v1.Compiler."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 from typing import Iterable, Mapping, Sequence
@@ -13,6 +14,10 @@ from xlacs.auth import BearerToken
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 
 MAX_MESSAGE_BYTES = 2 * 1024 ** 3 - 1
+# A target that resolves to several replicas (dns:/// of a headless Service or a compose service): each
+# channel connects to one of them at random and keeps it, so that clients spread over the replicas and a
+# client's Compile and Executes reach the same one.
+SERVICE_CONFIG = json.dumps({"loadBalancingConfig": [{"pick_first": {"shuffleAddressList": True}}]})
 
 
 def graph_bytes(graph) -> bytes:
@@ -77,7 +82,7 @@ class Client:
     def __init__(self, target: str, *, timeout: float | None = None,
                  credentials: grpc.ChannelCredentials | None = None, token: str | None = None):
         options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.service_config", SERVICE_CONFIG)]
         self.channel = (grpc.secure_channel(target, credentials, options) if credentials
                         else grpc.insecure_channel(target, options))
         if token:
