@@ -285,3 +285,30 @@ def test_quantize_and_dequantize_v4_grad(client):
     compile_and_compare(client, lambda g, x, lo, hi: raw.QuantizeAndDequantizeV4Grad(
         gradients=g, input=x, input_min=lo, input_max=hi, axis=1),
         [rand((3, 4)), rand((3, 4)), np.full(4, -1.0, np.float32), np.array([1, 2, 0.5, 3], np.float32)])
+
+
+HALF_CASES = {  # op -> (fn of the inputs, input shapes); compared at the half types' own precision
+    "activations": (lambda x: (raw.Elu(features=x), raw.Selu(features=x), raw.LeakyRelu(features=x),
+                               raw.LogSoftmax(logits=x), raw.EluGrad(gradients=x, outputs=raw.Elu(features=x))),
+                    [(3, 7)]),
+    "conv_backprop": (lambda x, w: raw.Conv2DBackpropInput(input_sizes=tf.constant([1, 6, 6, 2]), filter=w,
+                                                           out_backprop=x, strides=[1, 2, 2, 1], padding="SAME"),
+                      [(1, 3, 3, 4), (3, 3, 2, 4)]),
+    "conv3d": (lambda x, w: raw.Conv3D(input=x, filter=w, strides=[1] * 5, padding="SAME"), [(1, 4, 4, 4, 2),
+                                                                                             (2, 2, 2, 2, 3)]),
+    "pooling": (lambda x: (raw.MaxPool(input=x, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="SAME"),
+                           raw.AvgPoolGrad(orig_input_shape=tf.constant([1, 3, 4, 2]), grad=x, ksize=[1, 2, 2, 1],
+                                           strides=[1, 1, 1, 1], padding="SAME")), [(1, 3, 4, 2)]),
+    "batch_norm": (lambda x, s: raw.FusedBatchNormV3(x=x, scale=s, offset=s, mean=s, variance=s + 1.0,
+                                                     is_training=False)[0], [(2, 3, 3, 2), (2,)]),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"], ids=str)
+@pytest.mark.parametrize("case", sorted(HALF_CASES))
+def test_half_precision(client, case, dtype):
+    fn, shapes = HALF_CASES[case]
+    dtype = np.dtype(dtype)
+    args = [rand(s).astype(dtype) if case != "batch_norm" or i == 0 else rand(s, low=0.5, high=1.5)
+            for i, s in enumerate(shapes)]
+    compile_and_compare(client, fn, args, rtol=2e-2, atol=2e-2)
