@@ -1,7 +1,9 @@
 """The compose file, Dockerfiles, Envoy config and manifests parse, validate, and name only what the project has."""
 import dataclasses
 import fnmatch
+import importlib
 import pathlib
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -11,6 +13,7 @@ import tomllib
 import kubernetes_validate
 import pytest
 import yaml
+from google.protobuf import json_format
 
 from tests.deploy import files
 from xlacs.cli import COMPILER_SERVICE, build_parser
@@ -138,6 +141,18 @@ def test_compose_load_balancer_publishes_the_envoy_listeners_and_waits_for_healt
 
 def envoy() -> dict:
     return yaml.safe_load(files.ENVOY.read_text())
+
+
+def test_envoy_config_parses_as_envoys_bootstrap_proto():
+    """Every field name, enum value and typed_config is checked against Envoy's API (xds-protos)."""
+    from envoy.config.bootstrap.v3 import bootstrap_pb2
+    config = envoy()
+    for type_url in re.findall(r"'@type': 'type\.googleapis\.com/([\w.]+)'", str(config)):
+        package = importlib.import_module(type_url.rsplit(".", 1)[0])  # registers the typed_config's message
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    bootstrap = json_format.ParseDict(config, bootstrap_pb2.Bootstrap())
+    assert len(bootstrap.static_resources.listeners) == 4
 
 
 def test_envoy_sends_each_listener_to_a_cluster_of_compose_replicas_on_the_default_ports():

@@ -82,6 +82,7 @@ def test_the_image_command_serves_with_the_compose_environment_and_passes_its_he
             assert time.monotonic() < deadline, f"unhealthy after the start period:\n{probe.stderr}\n{daemon.output}"
             time.sleep(float(options["start-interval"].rstrip("s")))
         assert probe.stdout.strip() == "SERVING"
+        assert "devices: cpu:0 (cpu)" in daemon.output  # the start-up log names the devices
         assert httpx.get(f"{daemon.http}/readyz", timeout=30).status_code == 200
 
         graph_def, feeds, fetches = double_graph()
@@ -90,9 +91,7 @@ def test_the_image_command_serves_with_the_compose_environment_and_passes_its_he
             with pytest.raises(grpc.RpcError) as denied:
                 anonymous.compile(graph_def, feeds, fetches)
             assert denied.value.code() == grpc.StatusCode.UNAUTHENTICATED  # XLACS_AUTH_TOKENS_FILE was read
-        credentials = grpc.composite_channel_credentials(grpc.local_channel_credentials(),
-                                                         grpc.access_token_call_credentials(token))
-        with Client(daemon.address, timeout=120, credentials=credentials) as client:
+        with Client(daemon.address, timeout=120, token=token) as client:
             x = np.arange(6, dtype=np.float32).reshape(2, 3)
             (y,) = client.compile(graph_def, feeds, fetches, name="deploy_double")(x)
             np.testing.assert_array_equal(y, x * 2)
