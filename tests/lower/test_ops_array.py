@@ -197,7 +197,7 @@ def test_extract_volume_patches(client, padding):
 
 
 ARRAY_NN_IMAGE_MODULES = {"array", "slicing", "gather", "setops", "space", "nn", "conv", "pool", "grads", "quantize",
-                          "image", "color"}
+                          "image", "sampling", "color"}
 OURS = [l for l in registry.registrations() if l.module.rsplit(".", 1)[-1] in ARRAY_NN_IMAGE_MODULES
         and l.platform is None]
 

@@ -1,4 +1,4 @@
-"""Image resizing (bilinear, nearest, bicubic, area, scale-and-translate), resize gradients, crop-and-resize.
+"""Image resizing (bilinear, nearest neighbour, bicubic, area) and the resize gradients.
 
 Sampling positions and weights depend on shapes only, so they are computed on the host in float32 with the
 formulas and operation order of TF's CPU kernels; the program gathers rows and columns and blends them.
@@ -8,17 +8,14 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from xlacs_server.lower import dtypes as D, limits
 from xlacs_server.lower.ops.array import axes
-from xlacs_server.lower.ops.numerics import divide
 from xlacs_server.lower.registry import register_op
 
 F32 = np.float32
 RESIZE_DTYPES = D.FLOAT + D.SIGNED + (np.uint8, np.uint16)
 NEAREST_GRAD_DTYPES = D.FLOAT + (np.int8, np.uint8, np.int32)
-CROP_DTYPES = (np.float16, np.float32, np.float64) + D.SIGNED + (np.uint8, np.uint16)
 H, W = 1, 2  # the spatial axes of NHWC images
 
 
@@ -221,142 +218,3 @@ def resize_area(ctx, images, size, *, T, align_corners=False):
     summed = resample(resample(images.astype(F32), W, *area_taps(images.shape[W], out_width, x_scale)), H,
                       *area_taps(images.shape[H], out_height, y_scale))
     return [summed * F32(1.0 / float(y_scale * x_scale))]
-
-
-# --- scale and translate ---------------------------------------------------------------------------
-
-PI = F32(3.14159265359)
-
-
-def lanczos(radius: float):
-    def kernel(x):
-        radius_ = F32(radius)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            value = radius_ * np.sin(PI * x) * np.sin(PI * x / radius_) / (PI * PI * x * x)
-        return np.where(x > radius_, F32(0), np.where(x <= F32(1e-3), F32(1), value)).astype(F32)
-    return kernel, radius
-
-
-def gaussian(x):
-    sigma = 1.5 / 3.0
-    return np.where(x >= 1.5, 0, np.exp(-(x * x).astype(np.float64) / (2.0 * sigma * sigma))).astype(F32)
-
-
-def cubic(near, far):
-    """A piecewise cubic kernel of radius 2 from its polynomials on [0, 1) and [1, 2)."""
-    return lambda x: np.where(x >= 2, F32(0), np.where(x >= 1, far(x), near(x))).astype(F32)
-
-
-# kernel_type -> (kernel of |x| on float32 arrays, radius), as TF's sampling_kernels.h
-SAMPLING_KERNELS = {
-    "lanczos1": lanczos(1), "lanczos3": lanczos(3), "lanczos5": lanczos(5),
-    "gaussian": (gaussian, 1.5),
-    "box": (lambda x: np.where(x < 0.5, F32(1), np.where(x == 0.5, F32(0.5), F32(0))), 1.0),
-    "triangle": (lambda x: np.where(x < 1, F32(1) - x, F32(0)), 1.0),
-    "keyscubic": (cubic(lambda x: ((F32(1.5) * x - F32(2.5)) * x) * x + F32(1),
-                        lambda x: ((F32(-0.5) * x + F32(2.5)) * x - F32(4)) * x + F32(2)), 2.0),
-    "mitchellcubic": (cubic(lambda x: ((F32(7) / F32(6) * x - F32(2)) * x) * x + F32(8) / F32(9),
-                            lambda x: ((F32(-7) / F32(18) * x + F32(2)) * x - F32(10) / F32(3)) * x
-                            + F32(16) / F32(9)), 2.0),
-}
-
-
-def sampling_spans(kernel_type: str, out_size: int, in_size: int, scale, translate, antialias: bool):
-    if kernel_type not in SAMPLING_KERNELS:
-        raise ValueError(f"kernel_type {kernel_type!r} is not one of {sorted(SAMPLING_KERNELS)}")
-    kernel, radius = SAMPLING_KERNELS[kernel_type]
-    inv_scale = F32(1.0 / float(scale))
-    inv_translate = -inv_scale * F32(translate)
-    kernel_scale = max(inv_scale, F32(1)) if antialias else F32(1)
-    span = min(2 * int(np.ceil(F32(radius) * kernel_scale)) + 1, in_size)
-    index = np.zeros((out_size, span), np.int64)
-    weight = np.zeros((out_size, span), F32)
-    for o in range(out_size):
-        sample = (F32(o) + F32(0.5)) * inv_scale + inv_translate
-        if sample < 0 or sample > in_size:  # sampling outside the image: an empty span
-            continue
-        start = int(np.clip(np.ceil(sample - F32(radius) * kernel_scale - F32(0.5)), 0, in_size - 1))
-        end = int(np.clip(np.floor(sample + F32(radius) * kernel_scale - F32(0.5)), 0, in_size - 1)) + 1
-        sources = np.arange(start, end)
-        values = kernel(np.abs((sources.astype(F32) + F32(0.5) - sample) * (F32(1) / kernel_scale)))
-        total = F32(0)
-        for v in values:
-            total = F32(total + v)
-        if abs(total) >= 1000 * np.finfo(F32).tiny:
-            weight[o, :len(values)] = values * (F32(1) / total)
-        index[o] = np.minimum(start + np.arange(span), in_size - 1)
-    return index, weight
-
-
-def scale_and_translate(images, size, scale, translation, kernel_type: str, antialias: bool):
-    rows, cols = (sampling_spans(kernel_type, n, images.shape[axis], s, t, antialias)
-                  for axis, n, s, t in zip((H, W), size, scale, translation))
-    return resample(resample(images.astype(F32), H, *rows), W, *cols)
-
-
-def pair(value, name: str) -> tuple[float, float]:
-    value = np.asarray(value, F32).reshape(-1)
-    if value.size != 2:
-        raise ValueError(f"{name} must hold two values, got {value.size}")
-    return tuple(value)
-
-
-@register_op("ScaleAndTranslate", dtypes=RESIZE_DTYPES, constant_inputs=("size", "scale", "translation"))
-def scale_and_translate_op(ctx, images, size, scale, translation, *, T, kernel_type="lanczos3", antialias=True):
-    scale = pair(scale, "scale")
-    if min(scale) <= 0:
-        raise ValueError(f"scale must be positive, got {list(scale)}")
-    return [scale_and_translate(images, output_size(images, size), scale, pair(translation, "translation"),
-                                kernel_type, antialias)]
-
-
-@register_op("ScaleAndTranslateGrad", dtypes=(np.float32,), constant_inputs=("scale", "translation"))
-def scale_and_translate_grad(ctx, grads, original_image, scale, translation, *, T, kernel_type="lanczos3",
-                             antialias=True):
-    size, scale, translation = grads.shape[1:3], pair(scale, "scale"), pair(translation, "translation")
-    return [transpose_of(lambda x: scale_and_translate(x, size, scale, translation, kernel_type, antialias), grads,
-                         original_image.shape, original_image.dtype)]
-
-
-# --- crop and resize -------------------------------------------------------------------------------
-
-def crop_positions(low, high, crop_size: int, image_size: int):
-    """Source positions of a box's samples, per box [boxes, crop_size], as TF's kernel computes them."""
-    last = F32(image_size - 1)
-    if crop_size == 1:  # the box's centre; TF's kernel multiplies in double
-        return (0.5 * (low + high).astype(np.float64) * (image_size - 1)).astype(F32)[:, None]
-    scale = divide((high - low) * last, F32(crop_size - 1))
-    return low[:, None] * last + jnp.arange(crop_size, dtype=F32)[None, :] * scale[:, None]
-
-
-@register_op("CropAndResize", dtypes=CROP_DTYPES, constant_inputs=("crop_size",))
-def crop_and_resize(ctx, image, boxes, box_ind, crop_size, *, T, method="bilinear", extrapolation_value=0.0):
-    if method not in ("bilinear", "nearest"):
-        raise ValueError(f"method must be 'bilinear' or 'nearest', got {method!r}")
-    crop_height, crop_width = output_size(image, crop_size)
-    _, height, width, _ = image.shape
-    boxes = boxes.astype(F32)
-    y = crop_positions(boxes[:, 0], boxes[:, 2], crop_height, height)  # [boxes, crop_height]
-    x = crop_positions(boxes[:, 1], boxes[:, 3], crop_width, width)
-    inside = ((y >= 0) & (y <= height - 1))[:, :, None] & ((x >= 0) & (x <= width - 1))[:, None, :]
-    image = jnp.asarray(image)
-    batch = jnp.clip(box_ind, 0, image.shape[0] - 1)[:, None, None]
-
-    def pixels(rows, cols):  # [boxes, crop_height, crop_width, depth]
-        rows = jnp.clip(rows, 0, height - 1).astype(jnp.int32)[:, :, None]
-        cols = jnp.clip(cols, 0, width - 1).astype(jnp.int32)[:, None, :]
-        return image[batch, rows, cols].astype(F32)
-
-    if method == "nearest":
-        def nearest(p):
-            return lax.round(p, lax.RoundingMethod.AWAY_FROM_ZERO)
-        crops = pixels(nearest(y), nearest(x))
-    else:
-        top, left = jnp.floor(y), jnp.floor(x)
-        y_lerp, x_lerp = (y - top)[:, :, None, None], (x - left)[:, None, :, None]
-        top_left, top_right = pixels(top, left), pixels(top, jnp.ceil(x))
-        bottom_left, bottom_right = pixels(jnp.ceil(y), left), pixels(jnp.ceil(y), jnp.ceil(x))
-        upper = top_left + (top_right - top_left) * x_lerp
-        lower = bottom_left + (bottom_right - bottom_left) * x_lerp
-        crops = upper + (lower - upper) * y_lerp
-    return [jnp.where(inside[..., None], crops, F32(extrapolation_value))]
