@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 
 import kubernetes_validate
 import pytest
@@ -245,6 +246,29 @@ def test_the_package_the_images_install_holds_every_package_of_the_source_tree()
         for init in (files.ROOT / directory).rglob("__init__.py"):
             relative = init.parent.relative_to(files.ROOT / directory).parts
             assert ".".join((top, *relative)) in declared, init
+
+
+def test_the_build_context_installs_every_module_and_data_file_of_the_source_tree(tmp_path):
+    """What the images' `pip install .` makes of the files that .dockerignore sends to the builder."""
+    context = tmp_path / "context"
+    context.mkdir()
+    for source in [v.split()[0] for v in files.dockerfile("cpu").values("COPY") if not v.startswith("--from")]:
+        origin = files.ROOT / source
+        if origin.is_dir():
+            shutil.copytree(origin, context / source, ignore=lambda d, names: [
+                n for n in names if dockerignored(str((pathlib.Path(d) / n).relative_to(files.ROOT)))])
+        else:
+            shutil.copy(origin, context / source)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "wheel"), str(context)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "wheel").glob("xlacs-*.whl")
+    installed = set(zipfile.ZipFile(wheel).namelist())
+    tracked = subprocess.run(["git", "ls-files", "client", "server"], cwd=files.ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    top = {"client": "xlacs", "server": "xlacs_server"}
+    expected = {top[f.split("/", 1)[0]] + "/" + f.split("/", 1)[1] for f in tracked
+                if not f.endswith(".pyi") and (files.ROOT / f).exists()}
+    assert expected - installed == set()
 
 
 def test_hadolint_accepts_the_dockerfiles():
