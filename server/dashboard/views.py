@@ -4,7 +4,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import platform
-from importlib import resources
 from typing import Annotated
 
 import jax
@@ -15,9 +14,8 @@ from xlacs_server import metrics, version
 from xlacs_server.dashboard import models
 from xlacs_server.dashboard.sampler import Sampler, hit_rates, rate
 from xlacs_server.lower import registry
+from xlacs_server.lower.coverage import SEED_OPS
 
-# The ops that had XLA kernels in TF 1.14, which the seed article lists.
-SEED_OPS = tuple(resources.files(__package__).joinpath("data/seed_xla_ops.txt").read_text().split())
 SEED_REFERENCE = f"TF 1.14's XLA kernels ({len(SEED_OPS)} ops)"
 RATE_WINDOW_S = 60.0
 
@@ -83,8 +81,7 @@ def ops(dash: Dash, q: Annotated[str, Query(max_length=200, description="part of
 def _op(l: registry.Lowering, graphs: int, nodes: int) -> models.Op:
     return models.Op(op=l.op, platform=l.platform, module=l.module, dtypes=sorted(str(d) for d in l.dtypes or ()),
                      devices=sorted(l.devices), attrs=sorted(l.attrs), graphs=graphs, nodes=nodes,
-                     constant_inputs=[l.constant_input_index(c, len(l.input_names) or 1)[1]
-                                      for c in l.constant_inputs])
+                     constant_inputs=l.constant_input_names)
 
 
 def _coverage(platform_name: str | None) -> models.Coverage:

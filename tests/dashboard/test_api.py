@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.dashboard.conftest import REFRESH_S, dense_graph
 from xlacs.v1 import tf_graph_pb2
 from xlacs_server.dashboard import app as dashboard_app
-from xlacs_server.lower import registry
+from xlacs_server.lower import coverage as coverage_module, registry
 
-SEED_COPY = pathlib.Path(dashboard_app.__file__).parent / "data" / "seed_xla_ops.txt"
+SEED_COPY = pathlib.Path(coverage_module.__file__).parent / "data" / "seed_xla_ops.txt"
 SEED_REFERENCE = pathlib.Path(__file__).resolve().parents[3] / "shared" / "reference" / "seed_xla_ops.txt"
 
 
