@@ -101,10 +101,10 @@ def _rewrite(graph: Graph, key: tuple, states, merged, library: Library) -> Grap
     outer_inputs: dict[Endpoint, int] = {}  # the If's inputs after the predicate -> argument index
     arg_dtypes = []
 
-    def argument(e: Endpoint) -> int:
+    def argument(e: Endpoint, dtype) -> int:
         if e not in outer_inputs:
             outer_inputs[e] = len(arg_dtypes)
-            arg_dtypes.append(_dtype(nodes, e))
+            arg_dtypes.append(dtype)
         return outer_inputs[e]
 
     branch_args = []
@@ -112,9 +112,9 @@ def _rewrite(graph: Graph, key: tuple, states, merged, library: Library) -> Grap
         args = {}
         for e in [e for name, node in nodes.items() if name in members[k] for e in node.inputs] + rets[k]:
             if e.node in switch_names:
-                args[e] = argument(nodes[e.node].inputs[0])
+                args[e] = argument(nodes[e.node].inputs[0], nodes[e.node].attrs["T"])
             elif e.node not in members[k]:
-                args[e] = argument(e)  # a value from outside the conditional, read directly
+                args[e] = argument(e, _captured_dtype(nodes, e))  # a value from outside, read directly
         branch_args.append(args)
 
     is_if = switches[0].op == "Switch"
@@ -138,10 +138,9 @@ def _rewrite(graph: Graph, key: tuple, states, merged, library: Library) -> Grap
     return splice(graph, removed, replacement, outputs)
 
 
-def _dtype(nodes: dict[str, Node], e: Endpoint):
-    node = nodes[e.node]
-    dtype = node.attrs["T"] if node.op in SWITCH_OPS else op_outputs.output_dtype(node, e.index)
+def _captured_dtype(nodes: dict[str, Node], e: Endpoint):
+    dtype = op_outputs.output_dtype(nodes[e.node], e.index)
     if dtype is None:
-        raise InvalidGraph(f"cannot functionalize a conditional reading {e}: the dtype of {node.op} outputs "
-                           "is not known")
+        raise InvalidGraph(f"cannot functionalize a conditional reading {e}: the dtype of "
+                           f"{nodes[e.node].op} outputs is not known")
     return dtype

@@ -2,6 +2,7 @@
 (That the functional graphs compute what TF computes is tests/models/test_control_flow_graphs.py's job.)"""
 import collections
 
+import jax
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,6 +16,7 @@ from xlacs_server.graph.function_def import to_graph
 from xlacs_server.graph.importer import export_graph, import_graph
 from xlacs_server.graph.ir import Endpoint
 from xlacs_server.lower.check import FUNCTIONALIZED_OPS
+from xlacs_server.lower.engine import build_program
 from xlacs_server.passes.functionalize import functionalize_control_flow
 from xlacs_server.passes.prune import prune
 
@@ -180,3 +182,22 @@ def test_tensorflow_runs_the_functionalized_graph():
     run = imported.prune([str(e) for e in graph.feeds], [str(e) for e in graph.fetches])
     want = tf.function(nested_loops_with_conds)(tf.constant(x))
     np.testing.assert_allclose(run(tf.constant(x))[0].numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_hand_made_cond_reading_an_outside_value_directly(flag):
+    """TF1 allows a branch to read a value that does not pass its Switch: it becomes an If input."""
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.placeholder("y")
+    b.placeholder("p", shape=(), dtype=np.bool_)
+    b.op("s", "Switch", "x", "p")
+    b.op("then", "AddV2", "s:1", "y")
+    b.op("m", "Merge", "s:0", "then", N=2)
+    result = functionalize_control_flow(b.graph(["x:0", "y:0", "p:0"], ["m:0"]))
+    assert set(ops(result)) == {"Placeholder", "If"}
+    cond = result.nodes["If"]
+    assert cond.inputs == [Endpoint("p", 0), Endpoint("x", 0), Endpoint("y", 0)]
+    x, y = np.ones((2, 3), np.float32), np.full((2, 3), 2.0, np.float32)
+    got, = jax.jit(build_program(result, "cpu"))(x, y, np.bool_(flag))
+    np.testing.assert_array_equal(got, x + y if flag else x)
