@@ -187,8 +187,9 @@ class CompilationService:
             if self.persistent is None:
                 executable, tier = self._compile(key, spec, graph, inputs, device, watch)[0], "miss"
             else:
+                watch.checkpoint("load")
                 start = time.perf_counter()
-                with self.persistent.flight(key, device) as executable:
+                with self.persistent.flight(key, device, watch.checkpoint) as executable:
                     watch.ms["load"] = (time.perf_counter() - start) * 1e3
                     tier = self.persistent.tier
                     if executable is None:

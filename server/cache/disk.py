@@ -8,6 +8,7 @@ import pathlib
 import secrets
 import threading
 import time
+from typing import Callable
 
 from xlacs_server.cache.stats import TierStats
 
@@ -60,7 +61,7 @@ class DiskStore:
         self._evict()
 
     @contextlib.contextmanager
-    def lease(self, key: str):
+    def lease(self, key: str, checkpoint: Callable[[str], None]):
         """Always held: processes that share a directory do not wait for each other's compiles."""
         yield True
 

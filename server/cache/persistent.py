@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import logging
 import pathlib
+from typing import Callable
 
 import numpy as np
 from jax.errors import JaxRuntimeError
@@ -60,13 +61,14 @@ class PersistentTier:
         self.max_entry_bytes = max_entry_bytes
 
     @contextlib.contextmanager
-    def flight(self, key: str, device: DeviceRef):
+    def flight(self, key: str, device: DeviceRef, checkpoint: Callable[[str], None]):
         """Yields the stored executable, or None: then this replica holds the key's lease (if the store has
         leases) until the block ends, and should compile and save(). Replicas that find the lease taken wait
-        for it to go, then load what its holder saved; if it saved nothing, one of them takes the lease."""
+        for it to go, then load what its holder saved; if it saved nothing, one of them takes the lease.
+        `checkpoint(stage)` raises to stop the wait (the client cancelled, or its deadline passed)."""
         executable = self._fetch(key, device)
         while executable is None:
-            with self.store.lease(key) as held:
+            with self.store.lease(key, checkpoint) as held:
                 # Look again: a peer may have saved it since. Right after taking the lease, a refused entry
                 # is the one refused above, so it is not counted twice.
                 executable = self._fetch(key, device, count_refusal=not held)

@@ -7,6 +7,7 @@ import secrets
 import threading
 import time
 import urllib.parse
+from typing import Callable
 
 import redis
 from redis.backoff import NoBackoff
@@ -68,9 +69,10 @@ class RedisStore:
             self.stats.bytes += len(blob)
 
     @contextlib.contextmanager
-    def lease(self, key: str):
+    def lease(self, key: str, checkpoint: Callable[[str], None]):
         """Yields True while this replica holds the key's lease (or Redis fails: then nobody coordinates);
-        yields False once another replica's lease on the key has gone: its entry may be there now."""
+        yields False once another replica's lease on the key has gone: its entry may be there now. While it
+        waits, `checkpoint` may raise to stop the call."""
         name, token = self.prefix + "lease:" + key, secrets.token_hex(16)
         acquired = self._call("lease", lambda: self.client.set(name, token, nx=True, px=self.lease_ms))
         if acquired is _FAILED:
@@ -78,6 +80,7 @@ class RedisStore:
             return
         if not acquired:
             while self._call("lease wait", lambda: self.client.exists(name)) == 1:
+                checkpoint("the end of another replica's compile")
                 time.sleep(POLL_S)
             yield False
             return

@@ -11,6 +11,7 @@ from tests.cache.conftest import SECRET, dense_graph, free_port, settings
 from xlacs_server.cache.entry import decode, encode
 from xlacs_server.cache.redis_store import BACKOFF_MAX_S
 from xlacs_server.cache.secret import CacheConfigError
+from xlacs_server.errors import Cancelled
 from xlacs_server.service import CompilationService
 
 
@@ -163,3 +164,20 @@ def test_a_lease_left_by_a_crashed_replica_expires(redis_server):
     assert graph.run(service)[0] == "miss"
     assert time.monotonic() - start >= 1.0  # it waited for the lease, then compiled
     assert service.counters.compiles == 1
+
+
+def test_a_call_waiting_for_another_replicas_compile_stops_when_its_client_goes(redis_server):
+    graph = dense_graph()
+    name = entry_key(graph, CompilationService(settings()))
+    redis_server.client().set(name.replace(":entry:", ":lease:"), "a-busy-replica", px=60_000)
+    waits = []
+
+    def checkpoint(stage: str) -> None:
+        if stage.startswith("the end of another replica's compile"):
+            waits.append(stage)
+            if len(waits) == 3:
+                raise Cancelled("the client went away")
+    service = redis_service(redis_server)
+    with pytest.raises(Cancelled):
+        service.compile(graph.spec(), checkpoint)
+    assert service.counters.compiles == 0 and len(waits) == 3
