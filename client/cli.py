@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import re
 import sys
@@ -12,6 +13,7 @@ import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from xlacs import dtypes
+from xlacs.auth import tls_credentials
 from xlacs.client import Client
 from xlacs.v1 import xlacs_pb2
 
@@ -133,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--server", default=DEFAULT_SERVER, help="daemon address HOST:PORT")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--timeout", type=float, default=None, help="RPC deadline in seconds")
+        p.add_argument("--token", default=os.environ.get("XLACS_TOKEN"),
+                       help="bearer token of a daemon with authentication on (default: $XLACS_TOKEN)")
+        p.add_argument("--tls", action="store_true", help="connect with TLS, trusting the system's CAs")
+        p.add_argument("--tls-ca", default=None, help="connect with TLS, trusting this CA (PEM)")
+        p.add_argument("--tls-cert", default=None, help="client certificate (PEM) for mutual TLS, with --tls-key")
+        p.add_argument("--tls-key", default=None, help="the client certificate's private key (PEM)")
         return p
 
     serve = sub.add_parser("serve", help="start the daemon (flags override XLACS_* environment variables)")
@@ -141,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--devices", default=None, help="pin devices, e.g. cpu:0 or gpu:0,gpu:1")
     serve.add_argument("--dump-graphs", default=None, help="write the graph after each pass to DIR as pbtxt")
     serve.add_argument("--workers", type=int, default=None, help="concurrent RPC threads")
+    serve.add_argument("--auth-tokens-file", default=None, help="bearer tokens, one per line, re-read when the "
+                                                                "file changes; turns authentication on")
+    serve.add_argument("--tls-cert-file", default=None, help="serve gRPC over TLS with this certificate (PEM)")
+    serve.add_argument("--tls-key-file", default=None, help="the private key of --tls-cert-file (PEM)")
+    serve.add_argument("--tls-client-ca-file", default=None, help="mutual TLS: clients need a certificate signed "
+                                                                  "by this CA (PEM)")
     serve.add_argument("--redis-url", default=None, help="share compiled executables through this Redis (L2), "
                                                          "e.g. redis://cache:6379/0; needs XLACS_CACHE_SECRET(_FILE)")
     serve.add_argument("--cache-dir", default=None, help="the cache directory without Redis (default ~/.cache/xlacs; "
@@ -171,13 +185,22 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {"compile": cmd_compile, "run": cmd_run, "ops": cmd_ops, "check": cmd_check, "health": cmd_health}
 
 
+def _credentials(args) -> grpc.ChannelCredentials | None:
+    if not (args.tls or args.tls_ca or args.tls_cert):
+        return None
+    try:
+        return tls_credentials(args.tls_ca, args.tls_cert, args.tls_key)
+    except (OSError, ValueError) as e:
+        sys.exit(f"error: TLS: {e}")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         cmd_serve(args)
         return 0
     try:
-        with Client(args.server, timeout=args.timeout) as client:
+        with Client(args.server, timeout=args.timeout, credentials=_credentials(args), token=args.token) as client:
             record = COMMANDS[args.command](args, client)
     except grpc.RpcError as e:
         if args.json:

@@ -61,7 +61,7 @@ class LimitExceeded(XlacsError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
     def __init__(self, what: str, setting: str, limit):
-        self.setting = setting
+        self.what, self.setting, self.limit = what, setting, limit
         super().__init__(f"{what}: over the limit {setting}={limit} (raise it with XLACS_{setting.upper()})")
 
 

@@ -23,7 +23,9 @@ def settings_from_args(args) -> Settings:
     devices = tuple(d for d in args.devices.split(",") if d) if args.devices else None
     return Settings.from_env(host=host or None, port=port, http_port=args.http_port, devices=devices,
                              dump_graphs=args.dump_graphs, workers=args.workers, redis_url=args.redis_url,
-                             cache_dir=args.cache_dir, cache_secret_file=args.cache_secret_file)
+                             cache_dir=args.cache_dir, cache_secret_file=args.cache_secret_file,
+                             auth_tokens_file=args.auth_tokens_file, tls_cert_file=args.tls_cert_file,
+                             tls_key_file=args.tls_key_file, tls_client_ca_file=args.tls_client_ca_file)
 
 
 def serve(args) -> None:
@@ -36,7 +38,7 @@ def serve(args) -> None:
     try:
         service = CompilationService(settings)
         server, port, health = create_server(service, f"{settings.host}:{settings.port}")
-    except XlacsError as e:  # e.g. a pinned device that is absent: say what is wrong, without a traceback
+    except (XlacsError, ValueError, OSError) as e:  # e.g. an absent device, a TLS file: say what, no traceback
         raise SystemExit(f"xlacs serve: {e}") from None
     app = create_app(service)
     http = HttpServer(app, settings.host, settings.http_port)

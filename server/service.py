@@ -29,7 +29,8 @@ from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.weights import WeightStore
 from xlacs_server.graph.fingerprint import fingerprint
 from xlacs_server.graph.importer import graph_text, import_graph
-from xlacs_server.graph.ir import Endpoint, Graph
+from xlacs_server.graph.ir import Endpoint, Graph, Node
+from xlacs_server.graph.op_outputs import output_dtype
 from xlacs_server.lower import check, limits
 from xlacs_server.lower import ops  # noqa: F401  (registers the lowerings)
 from xlacs_server.lower.variables import INPUT_PREFIX as VARIABLE_PREFIX, bind_variables, is_variable, variable_name
@@ -288,15 +289,24 @@ def with_signature(graph: Graph, spec: CompileSpec) -> Graph:
             raise InvalidRequest(f"feed {name!r} has shape {list(shape)}: every dimension must be static and >= 0")
         limits.check_shape(f"feed {name!r}", shape)
         node = graph.nodes[e.node]
-        if node.op == "Placeholder" and not is_variable(node):
-            declared = node.attrs.get("dtype")
-            if isinstance(declared, np.dtype) and declared != dtypes.to_numpy(dtype):
-                raise InvalidRequest(f"feed {name!r} is declared {dtypes.dtype_name(dtype)} but placeholder "
-                                     f"{node.name!r} has dtype {declared}")
-            declared_shape = node.attrs.get("shape")
-            if declared_shape is not None and (len(declared_shape) != len(shape) or any(
-                    d >= 0 and d != s for d, s in zip(declared_shape, shape))):
-                raise InvalidRequest(f"feed {name!r} has shape {list(shape)} but placeholder {node.name!r} "
-                                     f"has shape {list(declared_shape)}")
+        if not is_variable(node):
+            check_feed(node, e.index, name, dtypes.to_numpy(dtype), shape)
     return graph.replace(feeds=feeds, fetches=fetches,
                          feed_specs=[(dtypes.to_numpy(dtype), tuple(shape)) for _, dtype, shape in spec.feeds])
+
+
+def check_feed(node: Node, index: int, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    """As TF feeds: a feed has the dtype of the tensor it replaces, and a shape that tensor's static shape
+    admits (a placeholder's shape attr, a constant's value)."""
+    try:
+        declared = output_dtype(node, index)
+    except ValueError as e:
+        raise InvalidRequest(f"feed {name!r}: {e}") from None
+    if isinstance(declared, np.dtype) and declared != dtype:
+        raise InvalidRequest(f"feed {name!r} is declared {dtype} but {node.op.lower()} {node.name!r} has dtype "
+                             f"{declared}")
+    static = node.attrs.get("shape") if node.op in ("Placeholder", "PlaceholderWithDefault") else \
+        np.shape(node.attrs["value"]) if node.op == "Const" else None
+    if static is not None and (len(static) != len(shape) or any(d >= 0 and d != s for d, s in zip(static, shape))):
+        raise InvalidRequest(f"feed {name!r} has shape {list(shape)} but {node.op.lower()} {node.name!r} has shape "
+                             f"{list(static)}")

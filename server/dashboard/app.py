@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from xlacs_server import metrics, version
-from xlacs_server.dashboard import charts, models, views
+from xlacs_server.dashboard import auth, charts, models, views
 from xlacs_server.dashboard.sampler import Sampler
 
 HERE = pathlib.Path(__file__).parent
@@ -57,6 +57,7 @@ def create_app(service, *, refresh_s: float = 2.0) -> FastAPI:
     app = FastAPI(title="xlacs dashboard", version=version.VERSION, lifespan=lifespan, docs_url=None,
                   redoc_url=None, description="What the xlacs daemon can compile, its cache, executables and errors.")
     app.state.dashboard = dash
+    auth.protect(app, service.settings)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     templates = _templates(refresh_s)
     for page_path, api_path, view in PAGES:

@@ -5,8 +5,8 @@ from google.protobuf.message import DecodeError
 from xlacs import dtypes
 from xlacs.v1 import tf_graph_pb2 as tf
 from xlacs_server.config import Settings
-from xlacs_server.errors import InvalidGraph
-from xlacs_server.graph import attrs, limits, tensor_proto
+from xlacs_server.errors import InvalidGraph, LimitExceeded
+from xlacs_server.graph import attrs, limits, op_attrs, tensor_proto
 from xlacs_server.graph.ir import Endpoint, Graph, Node
 
 
@@ -29,6 +29,7 @@ def import_nodes(node_defs, max_elements: int) -> dict[str, Node]:
             raise InvalidGraph(f"a node has an empty name or op (name={nd.name!r}, op={nd.op!r})")
         if nd.name in nodes:
             raise InvalidGraph(f"two nodes are named {nd.name!r}")
+        op_attrs.check_node_def(nd)
         data, control = [], []
         for text in nd.input:
             if text.startswith("^"):
@@ -39,6 +40,8 @@ def import_nodes(node_defs, max_elements: int) -> dict[str, Node]:
             decoded = {key: attrs.decode(value, max_elements) for key, value in nd.attr.items()}
         except (tensor_proto.BadTensor, dtypes.UnsupportedDType) as e:
             raise InvalidGraph(f"node {nd.name!r} ({nd.op}): {e}") from None
+        except LimitExceeded as e:
+            raise LimitExceeded(f"node {nd.name!r} ({nd.op}): {e.what}", e.setting, e.limit) from None
         nodes[nd.name] = Node(nd.name, nd.op, data, control, decoded, nd.device)
     return nodes
 

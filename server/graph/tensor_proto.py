@@ -3,6 +3,7 @@ import numpy as np
 
 from xlacs import dtypes
 from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs_server.errors import LimitExceeded
 
 # Which repeated field holds the values of each dtype when tensor_content is empty.
 _VALUE_FIELD = {
@@ -31,7 +32,7 @@ def to_numpy(proto: tf.TensorProto, max_elements: int) -> np.ndarray:
         raise BadTensor(f"tensor shape {list(shape)} has a negative dimension")
     count = int(np.prod(shape, dtype=np.float64))
     if count > max_elements:
-        raise BadTensor(f"tensor of shape {list(shape)} has {count} elements, over the limit of {max_elements}")
+        raise LimitExceeded(f"tensor of shape {list(shape)} has {count} elements", "max_tensor_elements", max_elements)
     if proto.dtype == tf.DT_STRING:
         values = np.array(list(proto.string_val), dtype=object)
         return _fill(values, count, shape, proto.dtype)

@@ -11,6 +11,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from xlacs_server.lower import limits
 from xlacs_server.lower.context import is_constant
 
 
@@ -47,6 +48,7 @@ class TensorList:
 
     def initialized(self, element_shape: tuple) -> "TensorList":
         """The list with a zero buffer for elements of `element_shape`."""
+        limits.check_shape("a tensor list's buffer", (self.max_size, *element_shape))
         data = np.zeros((self.max_size, *element_shape), self.dtype)
         return self.replace(element_shape=tuple(element_shape), data=data)
 

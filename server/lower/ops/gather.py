@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from xlacs_server.lower import dtypes as D
+from xlacs_server.lower import dtypes as D, limits
 from xlacs_server.lower.ops.array import INT32, axes, scalar
 from xlacs_server.lower.ops.slicing import require_constant
 from xlacs_server.lower.registry import register_op
@@ -118,6 +118,7 @@ def dynamic_stitch(ctx, *indices_and_data, N, T):
     if flat_indices.size and flat_indices.min() < 0:
         raise ValueError(f"indices must be non-negative, got {int(flat_indices.min())}")
     # Row r of the result is the last data row whose index is r; rows no index names stay zero.
+    limits.check_shape(f"node {ctx.name!r} ({ctx.node.op}): output 0", (int(flat_indices.max(initial=-1)) + 1, *tail))
     source = np.full(int(flat_indices.max(initial=-1)) + 1, rows.shape[0] - 1)
     source[flat_indices] = np.arange(flat_indices.size)
     return [jnp.take(rows, source, axis=0)]

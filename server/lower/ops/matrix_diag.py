@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from xlacs_server.lower import dtypes as D
+from xlacs_server.lower import dtypes as D, limits
 from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.registry import register_op
 
@@ -72,6 +72,7 @@ def _matrix_diag(diagonal, k, num_rows, num_cols, padding_value, align):
     if rows == -1 and cols == -1:
         rows = cols = max(min_rows, min_cols)
     rows, cols = (min_rows if rows == -1 else rows), (min_cols if cols == -1 else cols)
+    limits.check_shape("the diagonal matrix", (*diagonal.shape[:-1 if low == high else -2], rows, cols))
     in_band, values = _from_packed(diagonal, rows, cols, low, high, align)
     return [jnp.where(in_band, values, jnp.asarray(padding_value, diagonal.dtype))]
 

@@ -1,0 +1,62 @@
+"""The dashboard asks for the daemon's bearer tokens when authentication is on, unless it listens on
+localhost only. Browsers get a Basic prompt (any user name, the token as password); scripts and Prometheus
+send `Authorization: Bearer <token>`. The probes /healthz and /readyz stay open."""
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+
+from fastapi import FastAPI
+from starlette.responses import PlainTextResponse
+
+from xlacs_server.config import Settings
+from xlacs_server.rpc.auth import TokenStore
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def protect(app: FastAPI, settings: Settings) -> None:
+    tokens = TokenStore.from_settings(settings)
+    if tokens is not None and not is_loopback(settings.host):
+        app.add_middleware(RequireToken, tokens=tokens)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost may resolve to anything
+        return False
+
+
+def token_of(header: str) -> str:
+    """The token of an `Authorization` value: `Bearer <token>`, or Basic credentials whose password it is."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() == "basic":
+        try:
+            return base64.b64decode(value.strip(), validate=True).decode().partition(":")[2]
+        except (binascii.Error, UnicodeDecodeError):
+            return ""
+    return ""
+
+
+class RequireToken:
+    """ASGI middleware: an HTTP request without a valid token gets 401 before any route runs."""
+
+    def __init__(self, app, tokens: TokenStore):
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+            token = token_of(dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"))
+            if not token or not self.tokens.valid(token):
+                response = PlainTextResponse(
+                    "this dashboard needs the daemon's token: Authorization: Bearer <token>, or Basic with the "
+                    "token as password", status_code=401, headers={"WWW-Authenticate": 'Basic realm="xlacs"'})
+                return await response(scope, receive, send)
+        await self.app(scope, receive, send)
