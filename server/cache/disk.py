@@ -83,9 +83,9 @@ class DiskStore:
                 _, size, path = files.pop(0)
                 path.unlink(missing_ok=True)
                 total -= size
-                self.stats.evictions += 1
+                self.stats.add(evictions=1)
             self.stats.entries, self.stats.bytes = len(files), total
 
     def _failed(self, what: str, key: str, error: OSError) -> None:
-        self.stats.errors += 1
+        self.stats.add(errors=1)
         log.warning("cache directory %s: %s of %s failed, serving without it: %s", self.directory, what, key, error)

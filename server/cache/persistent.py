@@ -73,11 +73,11 @@ class PersistentTier:
                 # is the one refused above, so it is not counted twice.
                 executable = self._fetch(key, device, count_refusal=not held)
                 if executable is None and held:
-                    self.stats.misses += 1
+                    self.stats.add(misses=1)
                     yield None
                     return
-        self.stats.hits += 1
-        self.stats.compile_ms_saved += executable.stage_ms.get("compile", 0.0) + executable.stage_ms.get("lower", 0.0)
+        self.stats.add(hits=1, compile_ms_saved=executable.stage_ms.get("compile", 0.0) +
+                       executable.stage_ms.get("lower", 0.0))
         yield executable
 
     def save(self, executable: Executable, serialized: bytes) -> None:
@@ -100,7 +100,7 @@ class PersistentTier:
                 raise RejectedEntry("unloadable", f"{type(e).__name__}: {e}") from None
         except RejectedEntry as e:
             if count_refusal:
-                self.stats.rejected += 1
+                self.stats.add(rejected=1)
                 log.warning("%s: refused the entry of %s (%s); it is a miss, and the recompile replaces it",
                             self.tier, key, e)
             return None

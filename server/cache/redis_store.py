@@ -65,8 +65,7 @@ class RedisStore:
     def put(self, key: str, blob: bytes) -> None:
         if self._call("set", lambda: self.client.set(self.prefix + "entry:" + key, blob, ex=self.ttl_s)) \
                 is not _FAILED:
-            self.stats.entries += 1
-            self.stats.bytes += len(blob)
+            self.stats.add(entries=1, bytes=len(blob))
 
     @contextlib.contextmanager
     def lease(self, key: str, checkpoint: Callable[[str], None]):
@@ -109,7 +108,7 @@ class RedisStore:
             result = command()
         except redis.RedisError as e:
             with self._state:
-                self.stats.errors += 1
+                self.stats.add(errors=1)
                 if not self._backoff_s:
                     log.warning("Redis at %s failed (%s: %s); serving from L1 and compiling without L2 until it "
                                 "answers again", self.url, what, e)

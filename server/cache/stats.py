@@ -1,5 +1,8 @@
 """Per-tier cache counters, as GetStats, the dashboard and /metrics report them."""
 import dataclasses
+import threading
+
+_lock = threading.Lock()
 
 
 @dataclasses.dataclass
@@ -13,3 +16,9 @@ class TierStats:
     bytes: int = 0
     compile_ms_saved: float = 0.0
     rejected: int = 0  # entries refused by their integrity check (also counted in misses)
+
+    def add(self, **deltas) -> None:
+        """Adds to counters; requests on many threads count at once, and `+=` alone could lose some."""
+        with _lock:
+            for name, delta in deltas.items():
+                setattr(self, name, getattr(self, name) + delta)
