@@ -25,9 +25,19 @@ State = tuple  # of (predicate Endpoint, branch index) pairs, outermost first
 def functionalize_conds(graph: Graph, library: Library) -> Graph:
     while any(n.op in SWITCH_OPS or n.op == "Merge" for n in graph.nodes.values()):
         states, merged = branch_states(graph)
-        keys = [(n.inputs[1], states[n.name]) for n in graph.nodes.values() if n.op in SWITCH_OPS]
+        keys = [(switch_predicate(graph.nodes, n), states[n.name])
+                for n in graph.nodes.values() if n.op in SWITCH_OPS]
         graph = _rewrite(graph, max(keys, key=lambda k: len(k[1])), states, merged, library)  # innermost
     return graph
+
+
+def switch_predicate(nodes: dict[str, Node], switch: Node) -> Endpoint:
+    """The switch's predicate, seen through Identity nodes: TF1's tf.cond switches its inputs on an
+    Identity of the predicate and its pivots on the predicate itself; both belong to one conditional."""
+    e = switch.inputs[1]
+    while nodes[e.node].op in ("Identity", "Snapshot") and nodes[e.node].inputs:
+        e = nodes[e.node].inputs[0]
+    return e
 
 
 def branch_states(graph: Graph) -> tuple[dict[str, State], dict[str, tuple]]:
@@ -38,7 +48,8 @@ def branch_states(graph: Graph) -> tuple[dict[str, State], dict[str, tuple]]:
 
     def edge(e: Endpoint) -> State:
         source = nodes[e.node]
-        return states[e.node] + ((source.inputs[1], e.index),) if source.op in SWITCH_OPS else states[e.node]
+        return states[e.node] + ((switch_predicate(nodes, source), e.index),) if source.op in SWITCH_OPS \
+            else states[e.node]
 
     for node in graph.topological_order():
         incoming = [edge(e) for e in node.inputs]
@@ -74,7 +85,8 @@ def _rewrite(graph: Graph, key: tuple, states, merged, library: Library) -> Grap
     nodes = graph.nodes
     predicate, outer = key
     depth = len(outer)
-    switches = [n for n in nodes.values() if n.op in SWITCH_OPS and (n.inputs[1], states[n.name]) == key]
+    switches = [n for n in nodes.values()
+                if n.op in SWITCH_OPS and (switch_predicate(nodes, n), states[n.name]) == key]
     merges = [n for n in nodes.values() if merged.get(n.name) == key]
     counts = {2 if n.op == "Switch" else n.attrs["num_outs"] for n in switches}
     if len(counts) != 1 or len({n.op for n in switches}) != 1:

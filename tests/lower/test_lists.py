@@ -1,12 +1,10 @@
 """TensorList ops and the TensorArrayV3 family on static buffers, against TensorFlow."""
-import contextlib
-
 import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util
 
+from tests import tf1
 from tests.oracle import assert_close, compile_and_compare
 
 raw = tf.raw_ops
@@ -79,22 +77,11 @@ def test_full_list_is_an_error_naming_the_node(client):
     assert "TensorListPushBack" in e.value.details() and "room for 1 element" in e.value.details()
 
 
-@contextlib.contextmanager
-def control_flow_v1():
-    """TF1 graph building: tf.TensorArray makes TensorArrayV3 ops and tf.while_loop Enter/Exit frames."""
-    saved = control_flow_util.ENABLE_CONTROL_FLOW_V2
-    control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
-    try:
-        yield
-    finally:
-        control_flow_util.ENABLE_CONTROL_FLOW_V2 = saved
-
-
 def tensor_array_v3_graph():
     """A TF1 dynamic_rnn-like graph: unstack the input, read and write TensorArrays in a while loop, stack,
     concat, split and size them, and write into a gradient array."""
     graph = tf.Graph()
-    with control_flow_v1(), graph.as_default():
+    with tf1.control_flow_v1(), graph.as_default():
         x = tf.compat.v1.placeholder(F32, [5, 3], name="x")
         inputs = tf.TensorArray(F32, size=5).unstack(x)
 
@@ -124,8 +111,7 @@ def test_tensor_array_v3_family(client):
             "TensorArrayConcatV3", "TensorArraySplitV3", "TensorArraySizeV3", "TensorArrayGradV3",
             "TensorArrayCloseV3", "Enter"} <= ops
     x = rng.normal(size=(5, 3)).astype(np.float32)
-    with tf.compat.v1.Session(graph=graph) as session:
-        want = session.run(fetches, {"x:0": x})
+    want = tf1.run(graph, {"x:0": x}, fetches)
     got = client.compile(graph.as_graph_def(), {"x:0": (np.float32, (5, 3))}, fetches).execute({"x:0": x})
     for g, w in zip(got, want):
         assert_close(g, w)

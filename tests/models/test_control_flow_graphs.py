@@ -1,11 +1,12 @@
 """Graphs of tf.while_loop, tf.cond and tf.switch_case compile through the service and match TensorFlow,
 frozen with lowered control flow (TF1 Switch/Merge/Enter/Exit, functionalized by xlacs) and without
-(functional While/If with a function library)."""
+(functional While/If with a function library); and the same built with TF1's own control flow."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.oracle import compile_and_compare
+from tests import tf1
+from tests.oracle import assert_close, compile_and_compare
 
 LOWER = pytest.mark.parametrize("lower_control_flow", [True, False], ids=["lowered", "functional"])
 rng = np.random.default_rng(0)
@@ -110,3 +111,27 @@ def data_dependent_trip_count(x):
 @pytest.mark.parametrize("fn", [case_chain, loop_in_cond, data_dependent_trip_count], ids=lambda f: f.__name__)
 def test_more_structures(client, fn, sign, lower_control_flow):
     compile_and_compare(client, fn, [np.abs(x_of()) * sign], lower_control_flow=lower_control_flow)
+
+
+TF1_GRAPHS = {  # built with TF1's own control flow (as old frozen models have it), not lowered from TF2's
+    "cond": lambda x: tf.cond(tf.reduce_sum(x) > 0, lambda: x * 2.0 + 1.0, lambda: tf.constant([7.0, 8.0, 9.0])),
+    "cond_in_loop": lambda x: tf.while_loop(
+        lambda i, a: i < 5, lambda i, a: (i + 1, tf.cond(tf.reduce_sum(a) > 0, lambda: a - 1.5, lambda: a * -2.0)),
+        (tf.constant(0), x))[1],
+    "nested_loops": lambda x: tf.while_loop(
+        lambda i, a: i < 4, lambda i, a: (i + 1, tf.while_loop(lambda j, b: j < i, lambda j, b: (j + 1, b * 0.9 + 0.1),
+                                                               (tf.constant(0), a))[1]), (tf.constant(0), x))[1],
+    "case": lambda x: tf.case([(tf.reduce_sum(x) > 1.0, lambda: x * 3.0)], default=lambda: x - 1.0),
+}
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["positive", "negative"])
+@pytest.mark.parametrize("name", sorted(TF1_GRAPHS))
+def test_tf1_control_flow(client, name, sign):
+    graph = tf.Graph()
+    with tf1.control_flow_v1(), graph.as_default():
+        tf.identity(TF1_GRAPHS[name](tf.compat.v1.placeholder(tf.float32, [3], name="x")), name="y")
+    assert "Switch" in {n.op for n in graph.as_graph_def().node}
+    x = np.array([0.5, 1.0, 2.0], np.float32) * sign
+    got, = client.compile(graph.as_graph_def(), {"x:0": (np.float32, (3,))}, ["y:0"]).execute({"x:0": x})
+    assert_close(got, tf1.run(graph, {"x:0": x}, "y:0"))
