@@ -6,8 +6,10 @@ import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from tests.cache.conftest import SECRET, dense_graph, free_port, settings
+from tests.cache.conftest import SECRET, Graph, dense_graph, free_port, settings
+from xlacs.freeze import freeze
 from xlacs_server.cache.entry import decode, encode
 from xlacs_server.cache.redis_store import BACKOFF_MAX_S
 from xlacs_server.cache.secret import CacheConfigError
@@ -181,3 +183,15 @@ def test_a_call_waiting_for_another_replicas_compile_stops_when_its_client_goes(
     with pytest.raises(Cancelled):
         service.compile(graph.spec(), checkpoint)
     assert service.counters.compiles == 0 and len(waits) == 3
+
+
+def test_a_loaded_executable_takes_unused_feeds_as_a_fresh_one_does(tmp_path):
+    """jax.jit drops unused arguments unless told not to; a loaded executable has no jit to re-drop them."""
+    frozen = freeze(tf.function(lambda x, unused: x * 2.0), tf.TensorSpec((3,), tf.float32),
+                    tf.TensorSpec((2,), tf.float32))
+    graph = Graph(frozen, "unused_feed")
+    assert len(frozen.feeds) == 2
+    fresh = graph.run(CompilationService(settings(cache_dir=str(tmp_path))))
+    loaded = graph.run(CompilationService(settings(cache_dir=str(tmp_path))))
+    assert (fresh[0], loaded[0]) == ("miss", "disk")
+    np.testing.assert_array_equal(loaded[1][0], fresh[1][0])
