@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tests.oracle import assert_close, specs_of
+from xlacs import freeze
 from xlacs_server.config import Settings
 from xlacs_server.graph.importer import import_graph
 from xlacs_server.graph.ir import Endpoint
@@ -140,3 +141,13 @@ def test_unsupported_op_in_a_called_function_is_unimplemented(client):
     assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED and "CudnnRNNV3" in e.value.details()
     unsupported = client.check(graph_def.SerializeToString()).unsupported
     assert [u.op for u in unsupported] == ["CudnnRNNV3"] and unsupported[0].nodes[0].startswith("__inference_cudnn")
+
+
+def test_check_counts_tf1_control_flow_as_supported(client):
+    """Switch, Merge, Enter, Exit, NextIteration and LoopCond have no lowerings; FunctionalizeControlFlow
+    removes them, so `xlacs check` must not report them."""
+    frozen = freeze(tf.function(lambda x: tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2.0), (0, x))[1]),
+                    tf.TensorSpec([3]), lower_control_flow=True)
+    report = client.check(frozen.graph_def)
+    assert {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"} <= set(report.op_histogram)
+    assert not report.unsupported
