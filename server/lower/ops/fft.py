@@ -1,7 +1,8 @@
 """Fast Fourier transforms over the innermost 1, 2 or 3 dimensions: FFT, IFFT, RFFT, IRFFT and their 2D/3D forms.
 
 RFFT and IRFFT take fft_length as a compile-time constant; the input is cropped or zero-padded to it (for
-IRFFT, its innermost dimension to fft_length[-1] // 2 + 1), as in TF and numpy.
+IRFFT, its innermost dimension to fft_length[-1] // 2 + 1), as TF documents and numpy does (TF's CPU kernels
+only crop: they reject a shorter input).
 """
 import functools
 

@@ -82,7 +82,7 @@ def matrix_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
 def matrix_solve_ls(ctx, matrix, rhs, l2_regularizer, *, T, fast=True):
     def solve(a, b, l2):
         if not fast:  # TF's complete orthogonal decomposition: the minimum-norm least-squares solution
-            return [jnp.linalg.lstsq(a, b)[0]]
+            return [jnp.vectorize(lambda a, b: jnp.linalg.lstsq(a, b)[0], signature="(m,n),(m,k)->(n,k)")(a, b)]
         # TF's fast path: the regularized normal equations, on the smaller Gram matrix.
         m, n = a.shape[-2:]
         if m >= n:
@@ -124,11 +124,6 @@ def lu(ctx, input, *, T, output_idx_type=np.dtype(np.int32)):
         packed, _, permutation = lax.linalg.lu(x)  # input[permutation] == L @ U, as TF's p
         return [packed, permutation.astype(output_idx_type)]
     return _widening_half(factor)(input)
-
-
-@register_op("MatrixExponential", dtypes=LINALG_HALF)
-def matrix_exponential(ctx, input, *, T):
-    return _widening_half(lambda x: [jax.scipy.linalg.expm(x)])(input)
 
 
 @register_op("TridiagonalMatMul", dtypes=LINALG)

@@ -1,0 +1,44 @@
+"""The FFT family against tf.raw_ops, through the service: complex and real transforms over 1-3 inner dims."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.lower.raw_ops import name, op, rand, tolerance
+from tests.oracle import compile_and_compare
+
+SUFFIXES = {1: "", 2: "2D", 3: "3D"}
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=name)
+def test_complex_fft(client, dtype, rank):
+    x = rand((2, 3, 4, 5), dtype)
+    suffix = SUFFIXES[rank]
+    compile_and_compare(client, lambda x: [op("FFT" + suffix)(x), op("IFFT" + suffix)(x)], [x], **tolerance(dtype))
+
+
+@pytest.mark.parametrize("lengths", ["same", "cropped", "odd"])
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=name)
+def test_real_fft(client, dtype, rank, lengths):
+    """fft_length crops the input (IRFFT's innermost dimension to fft_length // 2 + 1). TF's CPU kernels reject
+    an input shorter than fft_length (tf.signal pads it first), so padding is not compared with TF."""
+    shape = (2, 6, 5, 8)
+    inner = np.array(shape[-rank:])
+    fft_length = {"same": inner, "cropped": inner - 2, "odd": inner - 1 + inner % 2}[lengths].astype(np.int32)
+    complex_dtype = tf.complex64 if dtype == np.float32 else tf.complex128
+    suffix = SUFFIXES[rank]
+
+    def fn(x, spectrum):
+        return [op("RFFT" + suffix, Tcomplex=complex_dtype)(x, tf.constant(fft_length)),
+                op("IRFFT" + suffix, Treal=tf.as_dtype(dtype))(spectrum, tf.constant(fft_length))]
+    spectrum_dtype = np.complex64 if dtype == np.float32 else np.complex128
+    compile_and_compare(client, fn, [rand(shape, dtype), rand(shape, spectrum_dtype)], **tolerance(dtype))
+
+
+def test_fft_length_from_the_input_shape_stays_constant(client):
+    """fft_length computed from tf.shape folds to the compile-time constant the lowering needs."""
+    def fn(x):
+        length = tf.shape(x)[-1:] - 2
+        return op("IRFFT")(op("RFFT")(x, length), length)
+    compile_and_compare(client, fn, [rand((3, 8))])

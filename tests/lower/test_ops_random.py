@@ -1,0 +1,186 @@
+"""Random ops through the service: deterministic per seed, and distributed as TF's samples of the same op.
+
+xlacs does not reproduce TF's Philox bits, so the oracle is statistical: our samples and TF's (same op, same
+shape, dtype and parameters) must agree in dtype, shape, support, mean, spread and quantiles.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.oracle import specs_of
+from xlacs import freeze
+
+raw = tf.raw_ops
+SHAPE = (200, 100)
+N = SHAPE[0] * SHAPE[1]
+SEED = np.array([7, 42], np.int32)
+LOGITS = np.log(np.array([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]], np.float32))
+
+
+def compiled(client, fn, args):
+    frozen = freeze(tf.function(fn), *specs_of(args))
+    executable = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
+    return lambda *xs: executable.execute(dict(zip(frozen.feeds, xs)))
+
+
+def assert_same_distribution(got, want, support=None):
+    """Moments and quantiles agree within a few standard errors of a sample of this size; `support` is the
+    [low, high] range that TF documents for a bounded distribution."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    g, w = np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel()
+    spread = max(w.std(), 1e-12)
+    assert abs(g.mean() - w.mean()) < 6 * spread / np.sqrt(w.size), (g.mean(), w.mean())
+    assert abs(g.std() / spread - 1) < 0.05, (g.std(), spread)
+    quantiles = [0.05, 0.25, 0.5, 0.75, 0.95]
+    step = 1 if got.dtype.kind in "iu" else 0  # integer quantiles may land on neighbouring values
+    np.testing.assert_allclose(np.quantile(g, quantiles), np.quantile(w, quantiles), atol=0.1 * spread + step)
+    if support is not None:
+        assert support[0] <= g.min() and g.max() <= support[1], (g.min(), g.max(), support)
+
+
+# TF's public stateless API (StatelessRandomGetKeyCounter + the V2 ops) and the V1 raw ops, by seed.
+STATELESS = {
+    "uniform": lambda s: tf.random.stateless_uniform(SHAPE, s),
+    "uniform_float64": lambda s: tf.random.stateless_uniform(SHAPE, s, dtype=tf.float64),
+    "uniform_float16": lambda s: tf.random.stateless_uniform(SHAPE, s, dtype=tf.float16),
+    "normal": lambda s: tf.random.stateless_normal(SHAPE, s, mean=1.0, stddev=3.0),
+    "truncated_normal": lambda s: tf.random.stateless_truncated_normal(SHAPE, s, dtype=tf.float64),
+    "uniform_int": lambda s: tf.random.stateless_uniform(SHAPE, s, minval=-5, maxval=7, dtype=tf.int32),
+    "uniform_int64": lambda s: tf.random.stateless_uniform(SHAPE, s, minval=10, maxval=10**12, dtype=tf.int64),
+    "uniform_full_uint32": lambda s: tf.random.stateless_uniform(SHAPE, s, minval=None, maxval=None,
+                                                                 dtype=tf.uint32),
+    "uniform_full_int64": lambda s: tf.random.stateless_uniform(SHAPE, s, minval=None, maxval=None,
+                                                                dtype=tf.int64),
+    "gamma": lambda s: tf.random.stateless_gamma((N // 3, 3), s, alpha=[0.5, 2.0, 5.0]),
+    "poisson": lambda s: tf.random.stateless_poisson(SHAPE, s, lam=3.0, dtype=tf.int32),
+    "binomial": lambda s: tf.random.stateless_binomial(SHAPE, s, counts=10.0, probs=0.3),
+    "parameterized_truncated_normal": lambda s: tf.random.stateless_parameterized_truncated_normal(
+        SHAPE, s, means=1.0, stddevs=2.0, minvals=-1.0, maxvals=4.0),
+    "v1_uniform": lambda s: raw.StatelessRandomUniform(shape=SHAPE, seed=s, dtype=tf.float32),
+    "v1_normal": lambda s: raw.StatelessRandomNormal(shape=SHAPE, seed=s, dtype=tf.float64),
+    "v1_truncated_normal": lambda s: raw.StatelessTruncatedNormal(shape=SHAPE, seed=s, dtype=tf.float32),
+    "v1_uniform_int": lambda s: raw.StatelessRandomUniformInt(shape=SHAPE, seed=s, minval=np.int64(-3),
+                                                              maxval=np.int64(4)),
+    "v1_uniform_full_int": lambda s: raw.StatelessRandomUniformFullInt(shape=SHAPE, seed=s, dtype=tf.uint64),
+    "v1_gamma": lambda s: raw.StatelessRandomGammaV2(shape=SHAPE, seed=s, alpha=np.float32(2.0)),
+}
+
+SUPPORT = {  # the documented ranges of the bounded distributions above (inclusive)
+    **dict.fromkeys(["uniform", "uniform_float64", "uniform_float16", "v1_uniform"], (0, 1)),
+    **dict.fromkeys(["truncated_normal", "v1_truncated_normal"], (-2, 2)),
+    "uniform_int": (-5, 6), "uniform_int64": (10, 10**12 - 1), "v1_uniform_int": (-3, 3),
+    "parameterized_truncated_normal": (-1, 4),
+}
+
+
+@pytest.mark.parametrize("seed_dtype", [np.int32, np.int64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("case", sorted(STATELESS))
+def test_stateless_distribution(client, case, seed_dtype):
+    fn = STATELESS[case]
+    seed = SEED.astype(seed_dtype)
+    (got,) = compiled(client, fn, [seed])(seed)
+    assert_same_distribution(got, fn(tf.constant(seed)).numpy(), SUPPORT.get(case))
+
+
+def test_stateless_categorical(client):
+    fn = lambda s: tf.random.stateless_categorical(LOGITS, N, s, dtype=tf.int32)  # noqa: E731
+    (got,) = compiled(client, fn, [SEED])(SEED)
+    want = fn(tf.constant(SEED)).numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    for row in range(LOGITS.shape[0]):
+        np.testing.assert_allclose(np.bincount(got[row], minlength=3) / N, np.bincount(want[row], minlength=3) / N,
+                                   atol=0.02)
+
+
+def test_stateless_shuffle_is_a_permutation(client):
+    fn = lambda x, s: tf.random.experimental.stateless_shuffle(x, s)  # noqa: E731
+    x = np.arange(1000, dtype=np.int64).reshape(500, 2)
+    run = compiled(client, fn, [x, SEED])
+    (got,) = run(x, SEED)
+    assert got.shape == x.shape and (np.sort(got[:, 0]) == x[:, 0]).all()
+    assert (got[:, 1] == got[:, 0] + 1).all(), "rows move whole"
+    assert (got != x).any()
+    assert (run(x, SEED)[0] == got).all() and (run(x, SEED + 1)[0] != got).any()
+
+
+@pytest.mark.parametrize("case", ["uniform", "v1_normal", "uniform_int", "uniform_full_int64"])
+def test_stateless_is_deterministic_per_seed(client, case):
+    """Same seed: same values, in one executable and across compiles (fed or constant seed); another seed: not."""
+    fn = STATELESS[case]
+    run = compiled(client, fn, [SEED])
+    (first,), (again,), (other,) = run(SEED), run(SEED), run(SEED + np.array([0, 1], np.int32))
+    np.testing.assert_array_equal(first, again)
+    assert np.mean(first == other) < 0.2
+    (recompiled, shifted) = compiled(client, lambda s: [fn(s), fn(s) + 1], [SEED])(SEED)
+    np.testing.assert_array_equal(recompiled, first)
+    (constant_seed,) = compiled(client, lambda x: fn(tf.constant(SEED)), [np.zeros(1, np.float32)])(
+        np.zeros(1, np.float32))
+    np.testing.assert_array_equal(constant_seed, first)
+
+
+# Stateful ops with their seed attrs set, as the seeded tf.random.* functions make them.
+STATEFUL = {
+    "RandomUniform": lambda seed, seed2: raw.RandomUniform(shape=SHAPE, dtype=tf.float32, seed=seed, seed2=seed2),
+    "RandomStandardNormal": lambda seed, seed2: raw.RandomStandardNormal(shape=SHAPE, dtype=tf.float64, seed=seed,
+                                                                         seed2=seed2),
+    "TruncatedNormal": lambda seed, seed2: raw.TruncatedNormal(shape=SHAPE, dtype=tf.float32, seed=seed,
+                                                               seed2=seed2),
+    "RandomUniformInt": lambda seed, seed2: raw.RandomUniformInt(shape=SHAPE, minval=-4, maxval=9, seed=seed,
+                                                                 seed2=seed2),
+    "RandomGamma": lambda seed, seed2: raw.RandomGamma(shape=[N // 2], alpha=[1.5, 4.0], seed=seed, seed2=seed2),
+    "RandomPoissonV2": lambda seed, seed2: raw.RandomPoissonV2(shape=[N // 2], rate=[1.0, 6.0], seed=seed,
+                                                               seed2=seed2, dtype=tf.int64),
+    "ParameterizedTruncatedNormal": lambda seed, seed2: raw.ParameterizedTruncatedNormal(
+        shape=[2, N // 2], means=[0.0, 5.0], stdevs=[1.0, 2.0], minvals=[-1.0, 4.0], maxvals=[2.0, 20.0],
+        seed=seed, seed2=seed2),
+}
+
+
+STATEFUL_SUPPORT = {"RandomUniform": (0, 1), "TruncatedNormal": (-2, 2), "RandomUniformInt": (-4, 8)}
+PER_PARAMETER = {  # op -> (the axis along which its parameters vary, each parameter's support)
+    "RandomGamma": (-1, [None, None]), "RandomPoissonV2": (-1, [None, None]),
+    "ParameterizedTruncatedNormal": (0, [(-1, 2), (4, 20)]),
+}
+
+
+@pytest.mark.parametrize("op_name", sorted(STATEFUL))
+def test_stateful_distribution(client, op_name):
+    fn = STATEFUL[op_name]
+    x = np.zeros(1, np.float32)
+    (got,) = compiled(client, lambda x: fn(1, 2), [x])(x)
+    want = fn(1, 2).numpy()
+    if op_name not in PER_PARAMETER:
+        assert_same_distribution(got, want, STATEFUL_SUPPORT.get(op_name))
+        return
+    axis, supports = PER_PARAMETER[op_name]
+    assert got.shape == want.shape
+    for g, w, support in zip(np.moveaxis(got, axis, 0), np.moveaxis(want, axis, 0), supports):
+        assert_same_distribution(g, w, support)
+
+
+def test_stateful_seed_attrs(client):
+    """Equal seed attrs draw equal numbers (as in TF); unseeded ops get distinct streams; runs replay."""
+    def fn(x):
+        return [STATEFUL["RandomUniform"](3, 4), STATEFUL["RandomUniform"](3, 4), STATEFUL["RandomUniform"](3, 5),
+                STATEFUL["RandomUniform"](0, 0), STATEFUL["RandomUniform"](0, 0)]
+    x = np.zeros(1, np.float32)
+    run = compiled(client, fn, [x])
+    a, same, other_seed, unseeded, unseeded2 = run(x)
+    np.testing.assert_array_equal(a, same)
+    assert np.mean(a == other_seed) < 0.01 and np.mean(unseeded == unseeded2) < 0.01
+    np.testing.assert_array_equal(run(x)[3], unseeded)
+
+
+def test_multinomial_and_shuffle(client):
+    def fn(logits, x):
+        return [raw.Multinomial(logits=logits, num_samples=N, seed=5, seed2=6, output_dtype=tf.int32),
+                raw.RandomShuffle(value=x, seed=5, seed2=6)]
+    x = np.arange(300, dtype=np.float32).reshape(100, 3)
+    samples, shuffled = compiled(client, fn, [LOGITS, x])(LOGITS, x)
+    want = fn(tf.constant(LOGITS), tf.constant(x))[0].numpy()
+    assert samples.dtype == want.dtype and samples.shape == want.shape
+    for row in range(LOGITS.shape[0]):
+        np.testing.assert_allclose(np.bincount(samples[row], minlength=3) / N,
+                                   np.bincount(want[row], minlength=3) / N, atol=0.02)
+    assert (np.sort(shuffled[:, 0]) == x[:, 0]).all() and (shuffled[:, 1] == shuffled[:, 0] + 1).all()
+    assert (shuffled != x).any()
