@@ -5,13 +5,17 @@ import os
 import pathlib
 import secrets
 
+import grpc
+
 from xlacs_server.config import Settings
+from xlacs_server.errors import XlacsError
 
 MIN_SECRET_BYTES = 16
 
 
-class CacheConfigError(Exception):
+class CacheConfigError(XlacsError):
     """The cache tier is configured in a way that cannot work; raised at start, never during a request."""
+    code = grpc.StatusCode.FAILED_PRECONDITION
 
 
 def cache_secret(settings: Settings, directory: pathlib.Path | None = None) -> bytes:

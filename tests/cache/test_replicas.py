@@ -1,6 +1,7 @@
 """`xlacs serve` replicas sharing one Redis: the second never compiles what the first did, a restarted one
 loads from Redis, ids move between replicas, and 3 replicas x 16 concurrent Compiles make 1 XLA compile."""
 import json
+import os
 import subprocess
 import sys
 from concurrent import futures
@@ -132,3 +133,12 @@ def test_three_replicas_sixteen_concurrent_identical_compiles_each_compile_once(
             c.close()
         for replica in started:
             replica.stop()
+
+
+def test_xlacs_serve_with_redis_and_no_secret_says_what_is_missing(module_redis):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLACS_CACHE_SECRET")}
+    result = subprocess.run([sys.executable, "-m", "xlacs.cli", "serve", "--server", "127.0.0.1:0",
+                             "--redis-url", module_redis.url], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "xlacs serve: the Redis cache tier needs a secret" in result.stderr
+    assert "Traceback" not in result.stderr
