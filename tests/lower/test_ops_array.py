@@ -279,3 +279,52 @@ def test_fake_param_is_zeros_of_its_shape(client):
     x = rand((3,))
     got, = client.compile(graph_def, {"x:0": (np.float32, (3,))}, fetches).execute({"x:0": x})
     np.testing.assert_array_equal(got, np.broadcast_to(x, (2, 3)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_updates_and_rolls(client, dtype):
+    """TensorStridedSliceUpdate, ParallelConcat, Roll (with a runtime shift)."""
+    def fn(x, value, shift):
+        update = raw.TensorStridedSliceUpdate(input=x, begin=tf.constant([1, 0]), end=tf.constant([3, 5]),
+                                              strides=tf.constant([1, 2]), value=value)
+        return (update, raw.ParallelConcat(values=[x[:1], x[2:3]], shape=[2, 5]),
+                raw.Roll(input=x, shift=shift, axis=tf.constant([1, 0, 1])),
+                raw.Roll(input=x, shift=tf.constant(-2), axis=tf.constant(1)))
+    compile_and_compare(client, fn, [rand((4, 5), dtype), rand((2, 3), dtype), np.array([2, -1, 4], np.int32)])
+
+
+@pytest.mark.parametrize("op", ["InplaceUpdate", "InplaceAdd", "InplaceSub"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=ids)
+def test_inplace(client, op, dtype):
+    # TF's kernels update x's buffer in place, so each op gets inputs no other op reads.
+    fn = getattr(raw, op)
+    compile_and_compare(client, lambda x, v: fn(x=x, i=tf.constant([2, 0]), v=v), [rand((4, 5), dtype),
+                                                                                  rand((2, 5), dtype)])
+
+
+@pytest.mark.parametrize("to", [np.int32, np.uint8, np.float16], ids=ids)
+def test_bitcast(client, to):
+    compile_and_compare(client, lambda x: raw.Bitcast(input=x, type=tf.as_dtype(to)), [rand((3, 2))])
+
+
+def test_bitcast_to_a_wider_type(client):
+    compile_and_compare(client, lambda x: raw.Bitcast(input=x, type=tf.float32), [rand((3, 4), np.int32).astype(np.uint8)])
+
+
+def test_identity_like(client):
+    compile_and_compare(client, lambda x: (raw.GuaranteeConst(input=x), raw.DeepCopy(x=x)), [rand((3,))])
+
+
+@pytest.mark.parametrize("formats", [("NHWC", "NCHW"), ("NCHW", "NHWC"), ("NDHWC", "NCDHW")], ids=str)
+def test_data_format_permutations(client, formats):
+    src, dst = formats
+    n = len(src)
+    vector = np.arange(10, 10 + n, dtype=np.int32)
+
+    def fn(dims, vector, pairs, spatial):
+        return (raw.DataFormatDimMap(x=dims, src_format=src, dst_format=dst),
+                raw.DataFormatVecPermute(x=vector, src_format=src, dst_format=dst),
+                raw.DataFormatVecPermute(x=pairs, src_format=src, dst_format=dst),
+                raw.DataFormatVecPermute(x=spatial, src_format=src, dst_format=dst))
+    compile_and_compare(client, fn, [np.arange(-n, n, dtype=np.int32), vector, np.stack([vector, -vector], axis=1),
+                                     vector[1:-1]])

@@ -114,3 +114,15 @@ def test_value_dependent_shapes_fold_from_constants(client):
 def test_where_of_a_feed_is_not_constant(client):
     with pytest.raises(grpc.RpcError, match="input 'input' must be a compile-time constant"):
         compile_and_compare(client, lambda x: raw.Where(condition=x), [rand((3,), np.bool_)])
+
+
+def test_scatter_nd_non_aliasing_add(client):
+    compile_and_compare(client, lambda t, i, u: raw.ScatterNdNonAliasingAdd(input=t, indices=i, updates=u),
+                        [rand((5, 3)), np.array([[1], [4], [1]], np.int32), rand((3, 3))])
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64], ids=ids)
+def test_unravel_index(client, index_dtype):
+    dims = np.array([3, 4, 5], index_dtype)
+    compile_and_compare(client, lambda i, d: (raw.UnravelIndex(indices=i, dims=d), raw.UnravelIndex(indices=i[0], dims=d)),
+                        [rng.integers(0, 60, size=7).astype(index_dtype), dims])

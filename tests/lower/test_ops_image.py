@@ -118,3 +118,14 @@ def test_color_adjustments(client, value):
     x = rand((2, 4, 5, 3), low=0, high=1)
     x[0, 0, :3] = [[0.5, 0.5, 0.5], [0.3, 0.3, 0.8], [0.9, 0.1, 0.9]]
     compile_and_compare(client, fn, [x, np.float32(value), np.float32(1 + 2 * value), np.float32(1.5 * value)])
+
+
+@pytest.mark.parametrize("crop_size", [(4, 5), (1, 1)], ids=str)
+def test_crop_and_resize_grads(client, crop_size):
+    boxes = np.array([[0.1, 0.2, 0.8, 0.9], [0.5, 0.5, 0.2, 0.1], [-0.3, 0.4, 1.2, 0.6]], np.float32)
+
+    def fn(grads, image, boxes, box_ind):
+        return (raw.CropAndResizeGradImage(grads=grads, boxes=boxes, box_ind=box_ind,
+                                           image_size=tf.constant([2, 6, 9, 3]), T=tf.float32),
+                raw.CropAndResizeGradBoxes(grads=grads, image=image, boxes=boxes, box_ind=box_ind))
+    compile_and_compare(client, fn, [rand((3, *crop_size, 3)), rand((2, 6, 9, 3)), boxes, np.array([1, 0, 1], np.int32)])

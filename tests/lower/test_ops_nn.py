@@ -312,3 +312,22 @@ def test_half_precision(client, case, dtype):
     args = [rand(s).astype(dtype) if case != "batch_norm" or i == 0 else rand(s, low=0.5, high=1.5)
             for i, s in enumerate(shapes)]
     compile_and_compare(client, fn, args, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("batch_dims,data_format", [(1, "CHANNELS_LAST"), (2, "CHANNELS_LAST")], ids=str)
+def test_generic_conv(client, batch_dims, data_format):
+    x = rand((2, 3, 7, 6, 4)[2 - batch_dims:])
+    compile_and_compare(client, lambda x, w: raw.Conv(input=x, filter=w, strides=[1, 2, 1, 1], padding="SAME",
+                                                      dilations=[1, 1, 2, 1], data_format=data_format,
+                                                      batch_dims=batch_dims), [x, rand((3, 3, 4, 5))])
+
+
+@pytest.mark.parametrize("include_batch_in_index", [False, True])
+def test_max_pool_grad_with_argmax(client, include_batch_in_index):
+    pool = dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
+
+    def fn(x, grad):
+        _, argmax = raw.MaxPoolWithArgmax(input=x, include_batch_in_index=include_batch_in_index, **pool)
+        return raw.MaxPoolGradWithArgmax(input=x, grad=grad, argmax=argmax,
+                                         include_batch_in_index=include_batch_in_index, **pool)
+    compile_and_compare(client, fn, [rand((2, 7, 6, 3)), rand((2, 4, 3, 3))])

@@ -1,6 +1,7 @@
 """Graph plumbing and tensor creation: placeholders, constants, shapes, reshapes, casts, fills, ranges, checks."""
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.lower import dtypes as D, limits
@@ -37,7 +38,7 @@ def const(ctx, *, value, dtype):
     return [value]
 
 
-@register_op("Identity", "Snapshot", "StopGradient")
+@register_op("Identity", "Snapshot", "StopGradient", "GuaranteeConst", "DeepCopy")
 def identity(ctx, input, *, T):
     return [input]
 
@@ -138,6 +139,12 @@ def squeeze(ctx, x, *, T, squeeze_dims=()):
 @register_op("ExpandDims", constant_inputs=("dim",))
 def expand_dims(ctx, x, dim, *, T, Tdim=INT32):
     return [jnp.expand_dims(x, int(dim.reshape(-1)[0]))]
+
+
+@register_op("Bitcast", dtypes=D.NUMERIC)
+def bitcast(ctx, input, *, T, type):
+    """Reinterprets the bytes: a wider type takes the last dimension as its bytes, a narrower one adds it."""
+    return [lax.bitcast_convert_type(input, type)]
 
 
 @register_op("Cast", type_attr="DstT")

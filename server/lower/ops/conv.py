@@ -80,6 +80,22 @@ def depthwise_conv2d(ctx, input, filter, *, T, strides, padding, explicit_paddin
                      data_format=data_format, dilations=dilations, depthwise=True)]
 
 
+@register_op("Conv", dtypes=CONV_DTYPES)
+def conv(ctx, input, filter, *, T, strides, padding, explicit_paddings=(), data_format="CHANNELS_LAST",
+         dilations=(), batch_dims=1, groups=1):
+    """TF's rank-generic convolution: `batch_dims` leading dimensions, then spatial and channel dimensions.
+    The groups follow from the input and filter depths, as in Conv2D."""
+    if data_format not in ("CHANNELS_LAST", "CHANNELS_FIRST"):
+        raise ValueError(f"data_format {data_format!r} is not CHANNELS_LAST or CHANNELS_FIRST")
+    layout = "NC" if data_format == "CHANNELS_FIRST" else "N"
+    batch = input.shape[:batch_dims]
+    x = jnp.reshape(input, (-1,) + input.shape[batch_dims:])
+    # strides, dilations and explicit_paddings have one entry for all the batch dimensions
+    y = convolve(x, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
+                 data_format=layout, dilations=dilations)
+    return [jnp.reshape(y, batch + y.shape[1:])]
+
+
 @register_op("Conv2DBackpropInput", dtypes=CONV_DTYPES, constant_inputs=("input_sizes",))
 def conv2d_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu=True,
                           explicit_paddings=(), data_format="NHWC", dilations=DILATIONS_2D):

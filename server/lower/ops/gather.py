@@ -92,6 +92,11 @@ for _op, (_method, _dtypes) in SCATTERS.items():
     register_op(_op, dtypes=_dtypes)(functools.partial(tensor_scatter, _method))
 
 
+@register_op("ScatterNdNonAliasingAdd", dtypes=D.NUMERIC)
+def scatter_nd_non_aliasing_add(ctx, input, indices, updates, *, T, Tindices, bad_indices_policy=""):
+    return [scatter_into("add", input, indices, updates)]
+
+
 @register_op("ScatterNd", dtypes=D.NUMERIC, constant_inputs=("shape",))
 def scatter_nd(ctx, indices, updates, shape, *, T, Tindices, bad_indices_policy=""):
     return [scatter_into("add", jnp.zeros(axes(shape), updates.dtype), indices, updates)]
@@ -131,6 +136,18 @@ def one_hot(ctx, indices, depth, on_value, off_value, *, T, TI=np.dtype(np.int64
     hot = jnp.expand_dims(indices, axis) == lax.broadcasted_iota(
         indices.dtype, indices.shape[:axis] + (depth,) + indices.shape[axis:], axis)
     return [jnp.where(hot, jnp.reshape(on_value, ()), jnp.reshape(off_value, ()))]
+
+
+@register_op("UnravelIndex", type_attr="Tidx", dtypes=D.INDEX)
+def unravel_index(ctx, indices, dims, *, Tidx=INT32):
+    """The coordinates of flat indices in an array of shape `dims`: [len(dims)] + indices' shape."""
+    if dims.ndim != 1:
+        raise ValueError(f"dims must be a vector, got shape {list(dims.shape)}")
+    coordinates, rest = [], indices
+    for k in reversed(range(dims.shape[0])):
+        coordinates.append(rest % dims[k])
+        rest = rest // dims[k]
+    return [jnp.stack(coordinates[::-1])]
 
 
 @register_op("InvertPermutation", dtypes=D.INDEX)

@@ -163,3 +163,14 @@ def max_pool_with_argmax(ctx, input, *, ksize, strides, padding, T, Targmax=np.d
     if not include_batch_in_index:  # TF's index is then relative to the image
         argmax = argmax % int(np.prod(input.shape[1:]))
     return [max_pool(input, ksize, strides, pads), argmax]
+
+
+@register_op("MaxPoolGradWithArgmax", dtypes=MAX_POOL_GRAD_DTYPES)
+def max_pool_grad_with_argmax(ctx, input, grad, argmax, *, ksize, strides, padding, include_batch_in_index=False,
+                              Targmax, T):
+    """Routes each gradient to the flat position MaxPoolWithArgmax recorded."""
+    flat = jnp.reshape(argmax, (argmax.shape[0], -1)).astype(np.int64)
+    if not include_batch_in_index:  # the recorded index is relative to its image
+        flat = flat + np.arange(argmax.shape[0])[:, None] * int(np.prod(input.shape[1:]))
+    total = jnp.zeros(input.size, grad.dtype).at[jnp.reshape(flat, -1)].add(jnp.reshape(grad, -1))
+    return [jnp.reshape(total, input.shape)]

@@ -3,11 +3,13 @@ methods) with its gradient, and CropAndResize.
 
 As in image.py, weights that depend on shapes and constants are computed on the host with TF's formulas.
 """
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.ops.image import F32, RESIZE_DTYPES, H, W, output_size, resample, transpose_of
 from xlacs_server.lower.ops.numerics import divide
 from xlacs_server.lower.registry import register_op
@@ -116,11 +118,10 @@ def crop_positions(low, high, crop_size: int, image_size: int):
     return low[:, None] * last + jnp.arange(crop_size, dtype=F32)[None, :] * scale[:, None]
 
 
-@register_op("CropAndResize", dtypes=CROP_DTYPES, constant_inputs=("crop_size",))
-def crop_and_resize(ctx, image, boxes, box_ind, crop_size, *, T, method="bilinear", extrapolation_value=0.0):
+def crop_and_resize(image, boxes, box_ind, crop_size: tuple[int, int], method: str, extrapolation_value: float):
     if method not in ("bilinear", "nearest"):
         raise ValueError(f"method must be 'bilinear' or 'nearest', got {method!r}")
-    crop_height, crop_width = output_size(image, crop_size)
+    crop_height, crop_width = crop_size
     _, height, width, _ = image.shape
     boxes = boxes.astype(F32)
     y = crop_positions(boxes[:, 0], boxes[:, 2], crop_height, height)  # [boxes, crop_height]
@@ -146,4 +147,29 @@ def crop_and_resize(ctx, image, boxes, box_ind, crop_size, *, T, method="bilinea
         upper = top_left + (top_right - top_left) * x_lerp
         lower = bottom_left + (bottom_right - bottom_left) * x_lerp
         crops = upper + (lower - upper) * y_lerp
-    return [jnp.where(inside[..., None], crops, F32(extrapolation_value))]
+    return jnp.where(inside[..., None], crops, F32(extrapolation_value))
+
+
+@register_op("CropAndResize", dtypes=CROP_DTYPES, constant_inputs=("crop_size",))
+def crop_and_resize_op(ctx, image, boxes, box_ind, crop_size, *, T, method="bilinear", extrapolation_value=0.0):
+    return [crop_and_resize(image, boxes, box_ind, output_size(image, crop_size), method, extrapolation_value)]
+
+
+# The gradients are those of the crop, a function that is linear in the image and piecewise smooth in the
+# boxes (TF's kernels write out the same derivatives).
+
+@register_op("CropAndResizeGradImage", dtypes=(np.float16, np.float32, np.float64), constant_inputs=("image_size",))
+def crop_and_resize_grad_image(ctx, grads, boxes, box_ind, image_size, *, T, method="bilinear"):
+    shape = axes(image_size)
+    if len(shape) != 4:
+        raise ValueError(f"image_size must hold 4 values, got {list(shape)}")
+    return [transpose_of(lambda image: crop_and_resize(image, boxes, box_ind, grads.shape[1:3], method, 0.0), grads,
+                         shape, T)]
+
+
+@register_op("CropAndResizeGradBoxes", dtypes=CROP_DTYPES)
+def crop_and_resize_grad_boxes(ctx, grads, image, boxes, box_ind, *, T, method="bilinear"):
+    if method != "bilinear":
+        raise ValueError(f"method must be 'bilinear', got {method!r}")
+    _, backward = jax.vjp(lambda b: crop_and_resize(image, b, box_ind, grads.shape[1:3], method, 0.0), boxes)
+    return list(backward(grads.astype(F32)))

@@ -1,4 +1,6 @@
-"""Slicing, splitting, joining, tiling, reversing and padding of tensors."""
+"""Slicing (and slice updates), splitting, joining, tiling, rolling, reversing and padding of tensors."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,16 +42,28 @@ def strided_slice(ctx, x, begin, end, strides, *, T, Index, begin_mask=0, end_ma
                             shrink_axis_mask)]]
 
 
+def set_slice(base, index: tuple, value):
+    """base with base[index] = value, where value has the shape StridedSlice gives (new axes included)."""
+    # New axes have size 1 in value and no counterpart in base's shape: drop them from the index.
+    index = tuple(i for i in index if i is not None)
+    sliced = np.broadcast_to(np.zeros((), np.int8), base.shape)[index].shape
+    return jnp.asarray(base).at[index].set(jnp.reshape(value, sliced))
+
+
 @register_op("StridedSliceGrad", constant_inputs=("shape", "begin", "end", "strides"))
 def strided_slice_grad(ctx, shape, begin, end, strides, dy, *, T, Index, begin_mask=0, end_mask=0,
                        ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0):
     index = strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
                           shrink_axis_mask)
-    # New axes have size 1 in dy and no counterpart in the input's shape: drop them from the index.
-    index = tuple(i for i in index if i is not None)
-    shape = axes(shape)
-    sliced = np.broadcast_to(np.zeros((), np.int8), shape)[index].shape
-    return [jnp.zeros(shape, dy.dtype).at[index].set(jnp.reshape(dy, sliced))]
+    return [set_slice(jnp.zeros(axes(shape), dy.dtype), index, dy)]
+
+
+@register_op("TensorStridedSliceUpdate", constant_inputs=("begin", "end", "strides"))
+def tensor_strided_slice_update(ctx, input, begin, end, strides, value, *, T, Index, begin_mask=0, end_mask=0,
+                                ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0):
+    index = strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
+                          shrink_axis_mask)
+    return [set_slice(input, index, value)]
 
 
 @register_op("Slice", constant_inputs=("size",))
@@ -132,6 +146,33 @@ def concat_offset(ctx, concat_dim, *shapes, N, shape_type=INT32):
         offsets.append(offset)
         at += int(s[axis])
     return offsets
+
+
+@register_op("ParallelConcat")
+def parallel_concat(ctx, *values, N, T, shape):
+    return [jnp.concatenate(values, axis=0)]
+
+
+# TF op -> the .at[] update it applies to the rows of x named by i
+INPLACE = {"InplaceUpdate": "set", "InplaceAdd": "add", "InplaceSub": "subtract"}
+
+
+def inplace(method: str, ctx, x, i, v, *, T):
+    if method == "subtract":
+        method, v = "add", -v
+    return [getattr(jnp.asarray(x).at[i], method)(v)]
+
+
+for _op, _method in INPLACE.items():
+    register_op(_op)(functools.partial(inplace, _method))
+
+
+@register_op("Roll", constant_inputs=("axis",))
+def roll(ctx, input, shift, axis, *, T, Tshift, Taxis):
+    """Rolls by a runtime or constant shift; shifts along a repeated axis add up, as in TF."""
+    dims = [a % input.ndim for a in axes(axis)]
+    shifts = jnp.broadcast_to(jnp.asarray(shift), (len(dims),))
+    return [jnp.roll(input, tuple(shifts[k] for k in range(len(dims))), axis=tuple(dims))]
 
 
 @register_op("Tile", constant_inputs=("multiples",))

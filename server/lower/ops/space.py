@@ -1,10 +1,11 @@
-"""Rearrangements between space, batch and depth, and patch extraction."""
+"""Rearrangements between space, batch and depth, patch extraction, and data-format permutations."""
 import itertools
 
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from xlacs_server.lower.dtypes import INDEX
 from xlacs_server.lower.ops.array import INT32, axes
 from xlacs_server.lower.ops.slicing import paddings_of
 from xlacs_server.lower.registry import register_op
@@ -117,3 +118,30 @@ def extract_image_patches(ctx, images, *, ksizes, strides, rates, T, padding):
 @register_op("ExtractVolumePatches")
 def extract_volume_patches(ctx, input, *, ksizes, strides, T, padding):
     return [extract_patches(input, ksizes, strides, [1] * len(ksizes), padding)]
+
+
+def check_formats(src_format: str, dst_format: str) -> None:
+    if sorted(src_format) != sorted(dst_format):
+        raise ValueError(f"dst_format {dst_format!r} must be a permutation of src_format {src_format!r}")
+
+
+@register_op("DataFormatDimMap", dtypes=INDEX)
+def data_format_dim_map(ctx, x, *, T=INT32, src_format="NHWC", dst_format="NCHW"):
+    """The index in dst_format of each dimension index (possibly negative) of src_format."""
+    check_formats(src_format, dst_format)
+    table = np.array([dst_format.index(c) for c in src_format], x.dtype)
+    return [jnp.take(table, jnp.mod(x, len(src_format)))]
+
+
+@register_op("DataFormatVecPermute", dtypes=INDEX)
+def data_format_vec_permute(ctx, x, *, T=INT32, src_format="NHWC", dst_format="NCHW"):
+    """A per-dimension vector ([n] or [n, 2]) from src_format order to dst_format order; a vector of the
+    spatial dimensions only is permuted among them."""
+    check_formats(src_format, dst_format)
+    if x.shape[0] == len(src_format):
+        src, dst = src_format, dst_format
+    else:
+        src, dst = ("".join(c for c in f if c not in "NC") for f in (src_format, dst_format))
+        if x.shape[0] != len(src):
+            raise ValueError(f"x has {x.shape[0]} rows; {src_format} needs {len(src_format)} or {len(src)}")
+    return [jnp.take(x, np.array([src.index(c) for c in dst]), axis=0)]
