@@ -19,7 +19,7 @@ from xlacs_server.errors import InvalidRequest, LoweringFailed, NotConstant, Xla
 from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
 from xlacs_server.lower import limits, registry
 from xlacs_server.lower.context import LoweringContext, is_constant
-from xlacs_server.lower.functions import FunctionLibrary, TraceCache, Traced
+from xlacs_server.lower.functions import FunctionLibrary, TraceCache, Traced, write_back
 from xlacs_server.lower.variables import VariableRef, variable_name
 
 # Host folding stops above this many input elements: XLA folds bigger constant work itself.
@@ -83,7 +83,9 @@ class Lowerer:
     def call(self, ref: FuncRef, args: list) -> list:
         """The outputs of function `ref` on `args`; outputs that only depend on constants stay constant."""
         traced, dynamic = self.trace(ref, args)
-        return traced.apply(dynamic)
+        outputs, values = traced.apply(dynamic)
+        write_back(args, values, traced.writes)
+        return outputs
 
     def run_function(self, ref: FuncRef, args: list) -> list:
         """Lowers the body of `ref` on `args` (prefer `call`, which lowers each signature once)."""

@@ -21,6 +21,12 @@ from xlacs_server.graph.function_def import function_refs, to_graph
 from xlacs_server.graph.ir import FuncRef, Graph, Node
 from xlacs_server.lower import limits
 from xlacs_server.lower.context import is_constant
+from xlacs_server.lower.variables import VariableRef
+
+# A variable passed to a function travels as its value, a pytree leaf, so that bodies can be traced, switched
+# and looped over; the caller writes the body's assignments back (write_back).
+jax.tree_util.register_pytree_node(VariableRef, lambda ref: ((ref.value,), ref.name),
+                                   lambda name, leaves: VariableRef(name, leaves[0]))
 
 
 class Body(NamedTuple):
@@ -68,23 +74,38 @@ def _attrs_key(values: dict) -> tuple:
 
 class Traced(NamedTuple):
     """A function body traced for one signature: a jaxpr over its non-constant input leaves, plus the
-    output leaves that came out constant."""
+    output leaves that came out constant. Its results are the function's outputs and the final values
+    of the variables among its arguments."""
     jaxpr: ClosedJaxpr
-    out_tree: jax.tree_util.PyTreeDef
+    out_tree: jax.tree_util.PyTreeDef  # of [outputs, variable values]
     constants: list  # per output leaf: its numpy value, or None where the jaxpr computes it
+    writes: tuple[bool, ...]  # per variable argument: whether the body assigns it
 
     def leaves(self, dynamic: list) -> list:
-        """The output leaves, for the non-constant input leaves `dynamic` (values or tracers)."""
+        """The result leaves, for the non-constant input leaves `dynamic` (values or tracers)."""
         computed = iter(jaxpr_as_fun(self.jaxpr)(*dynamic))
         return [c if c is not None else next(computed) for c in self.constants]
 
-    def apply(self, dynamic: list) -> list:
-        return self.out_tree.unflatten(self.leaves(dynamic))
+    def apply(self, dynamic: list) -> tuple[list, list]:
+        """The outputs and the variables' final values."""
+        return tuple(self.out_tree.unflatten(self.leaves(dynamic)))
 
     def abstract_outputs(self) -> list:
         """The outputs with ShapeDtypeStructs standing for the computed leaves."""
         avals = iter(self.jaxpr.out_avals)
-        return self.out_tree.unflatten([c if c is not None else _spec(next(avals)) for c in self.constants])
+        return self.out_tree.unflatten([c if c is not None else _spec(next(avals)) for c in self.constants])[0]
+
+
+def variables_in(values) -> list[VariableRef]:
+    leaves = jax.tree_util.tree_leaves(values, is_leaf=lambda v: isinstance(v, VariableRef))
+    return [v for v in leaves if isinstance(v, VariableRef)]
+
+
+def write_back(args, values: list, writes) -> None:
+    """Assigns to the variables among `args` the final values a function gave them, where it assigned."""
+    for ref, value, written in zip(variables_in(args), values, writes):
+        if written:
+            ref.assign(value)
 
 
 def _spec(value) -> jax.ShapeDtypeStruct:
@@ -130,9 +151,13 @@ def _trace(run: Callable[[list], list], leaves: list, tree) -> Traced:
         full = list(leaves)
         for i, value in zip(positions, dynamic):
             full[i] = value
-        out_leaves, outputs["tree"] = jax.tree_util.tree_flatten(run(tree.unflatten(full)))
+        args = tree.unflatten(full)
+        variables = variables_in(args)
+        result = [run(args), [v.value for v in variables]]
+        out_leaves, outputs["tree"] = jax.tree_util.tree_flatten(result)
         outputs["constants"] = [leaf if is_constant(leaf) else None for leaf in out_leaves]
+        outputs["writes"] = tuple(v.assigned for v in variables)
         return [leaf for leaf in out_leaves if not is_constant(leaf)]
 
     jaxpr = jax.make_jaxpr(flat)(*[_spec(leaves[i]) for i in positions])
-    return Traced(jaxpr, outputs["tree"], outputs["constants"])
+    return Traced(jaxpr, outputs["tree"], outputs["constants"], outputs["writes"])

@@ -2,10 +2,12 @@
 lowered once per signature, unreached functions ignored, and errors that name the node."""
 import grpc
 import jax
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.lower.test_variables import unfrozen
 from tests.oracle import assert_close, specs_of
 from xlacs import freeze
 from xlacs_server.config import Settings
@@ -151,3 +153,46 @@ def test_check_counts_tf1_control_flow_as_supported(client):
     report = client.check(frozen.graph_def)
     assert {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"} <= set(report.op_histogram)
     assert not report.unsupported
+
+
+def run_unfrozen(client, fn, args):
+    """Compiles the unfrozen graph of tf.function `fn` (variables as inputs), runs it on args and the
+    variables' current values; returns the outputs and the assigned variables' new values, by name."""
+    data, feeds, fetches, variables = unfrozen(fn, *specs_of(args))
+    declared = {name: spec for name, (spec, _) in variables.items()}
+    executable = client.compile(data, {**dict(zip(feeds, [(a.dtype, a.shape) for a in args])), **declared}, fetches)
+    values = {"variables/" + name.rsplit(":", 1)[0]: var.numpy() for name, (_, var) in variables.items()}
+    outputs = executable.execute({**dict(zip(feeds, args)), **values})
+    return outputs[:len(fetches)], dict(zip(executable.output_names[len(fetches):], outputs[len(fetches):])), \
+        {"variables/" + name.rsplit(":", 1)[0]: var for name, (_, var) in variables.items()}
+
+
+def test_unfrozen_keras_lstm_reads_its_variables_in_the_loop(client):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4)])
+    x = rng.normal(size=(2, 5, 3)).astype(np.float32)
+    (got,), assigned, _ = run_unfrozen(client, tf.function(lambda t: model(t)), [x])
+    assert_close(got, model(x).numpy())
+    assert not assigned
+
+
+def test_variables_assigned_in_loops_and_branches_come_back(client):
+    total = tf.Variable(np.zeros((3,), np.float32))
+    steps = tf.Variable(np.int32(0))
+
+    @tf.function
+    def accumulate(x):
+        def body(i, acc):
+            total.assign_add(acc)
+            tf.cond(tf.reduce_sum(acc) > 0, lambda: steps.assign_add(1), lambda: steps.assign_sub(1))
+            return i + 1, acc * 0.5
+        tf.while_loop(lambda i, acc: i < 4, body, (0, x))
+        return total.read_value() * 2.0
+
+    x = rng.normal(size=(3,)).astype(np.float32)
+    (got,), assigned, variables = run_unfrozen(client, accumulate, [x])
+    want = accumulate(tf.constant(x)).numpy()  # updates the variables in TF
+    assert_close(got, want)
+    assert sorted(assigned) == sorted(variables)
+    for name, value in assigned.items():
+        assert_close(value, variables[name].numpy())

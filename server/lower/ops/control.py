@@ -11,8 +11,10 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower.context import is_constant
+from xlacs_server.lower.functions import variables_in, write_back
 from xlacs_server.lower.registry import register_op
 from xlacs_server.lower.tensor_list import TensorList
+from xlacs_server.lower.variables import VariableRef
 
 tree_flatten = jax.tree_util.tree_flatten
 
@@ -77,7 +79,9 @@ def branch(ctx, index, branches: list, inputs: list) -> list:
         return fn
 
     results = iter(lax.switch(jnp.asarray(index, jnp.int32), [run(t) for t in traced], *dynamic))
-    return traced[0].out_tree.unflatten([c if c is not None else next(results) for c in shared])
+    outputs, values = traced[0].out_tree.unflatten([c if c is not None else next(results) for c in shared])
+    write_back(inputs, values, [any(w) for w in zip(*(t.writes for t in traced))])
+    return outputs
 
 
 def while_loop(ctx, cond, body, init: list) -> list:
@@ -107,7 +111,11 @@ def while_loop(ctx, cond, body, init: list) -> list:
         out = jax.tree_util.tree_leaves(ctx.engine.call(body, fill(operands)))
         return [_strong(out[i]) for i in positions]
 
-    return fill(lax.while_loop(cond_fun, body_fun, [_strong(leaves[i]) for i in positions]))
+    final = fill(lax.while_loop(cond_fun, body_fun, [_strong(leaves[i]) for i in positions]))
+    # A variable is a loop variable that the body returns; its final value is the variable's new value.
+    writes = ctx.engine.trace(body, probe)[0].writes
+    write_back(init, [v.value for v in variables_in(final)], writes)
+    return final
 
 
 def _fix_carries(ctx, body, carried: list) -> list:
@@ -157,6 +165,8 @@ def _signature(value) -> tuple:
 
 
 def _describe(value) -> str:
+    if isinstance(value, VariableRef):
+        return f"variable {value.name!r} of {_describe(value.value)}"
     if isinstance(value, TensorList):
         return f"a list of {value.max_size} {value.dtype} element(s) of shape {value.element_shape}"
     return f"{np.dtype(value.dtype)}{list(np.shape(value))}"
