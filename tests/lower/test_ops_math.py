@@ -14,7 +14,8 @@ from xlacs.v1 import tf_graph_pb2 as xlacs_tf
 from xlacs_server.graph import attrs
 from xlacs_server.lower import registry
 
-MATH_MODULES = {"unary", "binary", "broadcast", "math", "reduce", "sort", "linalg", "matrix_diag", "fft", "random"}
+MATH_MODULES = {"unary", "binary", "broadcast", "math", "reduce", "segment", "sort", "linalg", "matrix_diag", "fft",
+                "random"}
 MINE = [l for l in registry.registrations() if l.module.rsplit(".", 1)[-1] in MATH_MODULES and l.platform is None]
 
 
@@ -316,6 +317,48 @@ def test_cumulative(client, op_name, dtype, exclusive, reverse):
                         **tolerance(dtype))
 
 
+# ---- segment reductions and counting -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("op_name,dtype", cases(["SegmentSum", "SegmentProd", "SegmentMax", "SegmentMin", "SegmentMean"],
+                                                [np.float32, np.int32, np.complex64]))
+def test_segment_reductions(client, op_name, dtype):
+    """Sorted ids with a gap (an empty segment) and 2-D data; the output length comes from the constant ids."""
+    ids = tf.constant([0, 0, 1, 3, 3, 3], tf.int64)
+    compile_and_compare(client, lambda x: op(op_name)(x, ids), [rand((6, 4), dtype, 1, 3)], **tolerance(dtype))
+
+
+@pytest.mark.parametrize("op_name,dtype", cases(["UnsortedSegmentSum", "UnsortedSegmentProd", "UnsortedSegmentMax",
+                                                 "UnsortedSegmentMin"], [np.float32, np.int32, np.uint8]))
+def test_unsorted_segment_reductions(client, op_name, dtype):
+    """Unordered 2-D ids, a negative (dropped) id, and empty segments, which hold the reduction's identity."""
+    ids = np.array([[2, 0, -1], [2, 4, 0]], np.int32)
+    compile_and_compare(client, lambda x, ids: op(op_name)(x, ids, tf.constant(6)), [rand((2, 3, 4), dtype, 1, 3),
+                                                                                    ids])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32], ids=name)
+def test_bincount(client, dtype):
+    """Values past the size are ignored; empty weights count; DenseBincount counts per row of a matrix."""
+    arr = np.array([[0, 1, 1, 5, 3], [2, 2, 9, 7, 0]], np.int32)
+    weights = rand((2, 5), dtype, 0, 4)
+
+    def fn(arr, weights):
+        size = tf.constant(6)
+        return [tf.raw_ops.Bincount(arr=arr, size=size, weights=weights),
+                tf.raw_ops.Bincount(arr=arr, size=size, weights=tf.zeros([0], dtype)),
+                tf.raw_ops.DenseBincount(input=arr, size=size, weights=weights),
+                tf.raw_ops.DenseBincount(input=arr[0], size=size, weights=tf.zeros([0], dtype), binary_output=True)]
+    compile_and_compare(client, fn, [arr, weights])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32], ids=name)
+def test_histogram_fixed_width(client, dtype):
+    values = np.concatenate([rand((40,), dtype, -2, 12), np.array([0, 10, -5, 15, 5], dtype)])
+    compile_and_compare(client, lambda v, r: [op("HistogramFixedWidth")(v, r, tf.constant(7)),
+                                              op("HistogramFixedWidth", dtype=tf.int64)(v, r, tf.constant(3))],
+                        [values, np.array([0, 10], dtype)])
+
+
 # ---- sorting and searching ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.float16], ids=name)
@@ -345,6 +388,15 @@ def test_in_top_k(client):
 def test_nth_element(client, dtype, reverse):
     compile_and_compare(client, lambda x: [op("NthElement", reverse=reverse)(x, tf.constant(n)) for n in (0, 2, 4)],
                         [rand((2, 3, 5), dtype, 0, 9)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64], ids=name)
+def test_bounds(client, dtype):
+    """tf.searchsorted: per row, with values equal to entries (where left and right differ)."""
+    sorted_inputs = np.sort(rand((3, 8), dtype, 0, 9), axis=-1)
+    values = np.concatenate([sorted_inputs[:, ::3], rand((3, 4), dtype, -1, 10)], axis=-1)
+    compile_and_compare(client, lambda s, v: [tf.searchsorted(s, v, side="left"), tf.searchsorted(s, v, side="right"),
+                                              op("UpperBound", out_type=tf.int64)(s, v)], [sorted_inputs, values])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64], ids=name)

@@ -1,4 +1,7 @@
-"""Sorting and searching: TopKV2, InTopK, InTopKV2, NthElement and Bucketize."""
+"""Sorting and searching: TopKV2, InTopK, InTopKV2, NthElement, LowerBound, UpperBound and Bucketize."""
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -43,6 +46,16 @@ def nth_element(ctx, input, n, *, T, reverse=False):
     if not 0 <= n < input.shape[-1]:
         raise ValueError(f"n={n} must be in [0, {input.shape[-1]}), the size of the last dimension")
     return [jnp.sort(input, axis=-1)[..., -1 - n if reverse else n]]
+
+
+def bound(side, ctx, sorted_inputs, values, *, T, out_type=INT32):
+    """Per row of sorted_inputs: where each value of the same row of `values` would be inserted."""
+    search = jax.vmap(functools.partial(jnp.searchsorted, side=side))
+    return [search(sorted_inputs, values).astype(out_type)]
+
+
+register_op("LowerBound")(functools.partial(bound, "left"))
+register_op("UpperBound")(functools.partial(bound, "right"))
 
 
 @register_op("Bucketize", dtypes=(np.int32, np.int64, np.float32, np.float64))
