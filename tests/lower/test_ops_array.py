@@ -12,7 +12,7 @@ from tests.oracle import compile_and_compare
 from xlacs import dtypes as wire_dtypes, freeze
 from xlacs.v1 import tf_graph_pb2 as xlacs_tf
 from xlacs_server.graph import attrs
-from xlacs_server.lower import ops, registry  # noqa: F401  (ops registers the lowerings)
+from xlacs_server.lower import ops, registry  # noqa: F401  (importing ops registers the lowerings)
 
 rng = np.random.default_rng(0)
 raw = tf.raw_ops
@@ -98,7 +98,8 @@ def test_slicing(client, dtype):
                                            ([1, 2, 2], dict(shrink_axis_mask=1)),
                                            ([1, 2, 2], dict(ellipsis_mask=1, new_axis_mask=2))], ids=str)
 def test_strided_slice_grad(client, strides, masks):
-    begin, end, strides, shape = tf.constant([1, 0, 1]), tf.constant([2, 3, 4]), tf.constant(strides), tf.constant([3, 4, 5])
+    begin, end, strides = tf.constant([1, 0, 1]), tf.constant([2, 3, 4]), tf.constant(strides)
+    shape = tf.constant([3, 4, 5])
     dy_shape = tf.strided_slice(tf.zeros(shape), begin, end, strides, **masks).shape
     compile_and_compare(client, lambda dy: raw.StridedSliceGrad(shape=shape, begin=begin, end=end, strides=strides,
                                                                 dy=dy, **masks), [rand(tuple(dy_shape))])
@@ -110,7 +111,8 @@ def test_joining(client, dtype):
     def fn(x, y):
         shape_x, shape_y = tf.shape(x), tf.shape(y)
         offsets = raw.ConcatOffset(concat_dim=tf.constant(1), shape=[shape_x, shape_y, shape_x])
-        return (raw.Concat(concat_dim=tf.constant(1), values=[x, y, x]), raw.ConcatV2(values=[y, x], axis=tf.constant(-2)),
+        return (raw.Concat(concat_dim=tf.constant(1), values=[x, y, x]),
+                raw.ConcatV2(values=[y, x], axis=tf.constant(-2)),
                 *offsets, raw.Pack(values=[x, x], axis=-1), raw.Tile(input=y, multiples=tf.constant([2, 1, 3])))
     compile_and_compare(client, fn, [rand((2, 3, 4), dtype), rand((2, 1, 4), dtype)])
 
@@ -119,7 +121,8 @@ def test_joining(client, dtype):
 def test_reversing(client, dtype):
     def fn(x, lengths, short_lengths):
         return (raw.Reverse(tensor=x, dims=tf.constant([True, False, True])),
-                raw.ReverseV2(tensor=x, axis=tf.constant([-1, 1])), raw.ReverseV2(tensor=x, axis=tf.constant([], tf.int32)),
+                raw.ReverseV2(tensor=x, axis=tf.constant([-1, 1])),
+                raw.ReverseV2(tensor=x, axis=tf.constant([], tf.int32)),
                 raw.ReverseSequence(input=x, seq_lengths=lengths, seq_dim=2, batch_dim=0),
                 raw.ReverseSequence(input=x, seq_lengths=short_lengths, seq_dim=0, batch_dim=1))
     compile_and_compare(client, fn, [rand((4, 3, 5), dtype), np.array([0, 5, 2, 1], np.int64),
@@ -308,7 +311,8 @@ def test_bitcast(client, to):
 
 
 def test_bitcast_to_a_wider_type(client):
-    compile_and_compare(client, lambda x: raw.Bitcast(input=x, type=tf.float32), [rand((3, 4), np.int32).astype(np.uint8)])
+    compile_and_compare(client, lambda x: raw.Bitcast(input=x, type=tf.float32),
+                        [rand((3, 4), np.int32).astype(np.uint8)])
 
 
 def test_identity_like(client):

@@ -71,8 +71,8 @@ def test_sparse_to_dense(client):
                                   default_value=default),
                 raw.SparseToDense(sparse_indices=vector_indices, output_shape=tf.constant([6], tf.int64),
                                   sparse_values=default, default_value=tf.constant(-1.0)))
-    compile_and_compare(client, fn, [np.array([[0, 1], [1, 3], [2, 0]], np.int32), rand((3,)), np.array(2.5, np.float32),
-                                     np.array([0, 2, 5], np.int64)])
+    compile_and_compare(client, fn, [np.array([[0, 1], [1, 3], [2, 0]], np.int32), rand((3,)),
+                                     np.array(2.5, np.float32), np.array([0, 2, 5], np.int64)])
 
 
 @pytest.mark.parametrize("op", ["DynamicStitch", "ParallelDynamicStitch"])
@@ -124,5 +124,6 @@ def test_scatter_nd_non_aliasing_add(client):
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64], ids=ids)
 def test_unravel_index(client, index_dtype):
     dims = np.array([3, 4, 5], index_dtype)
-    compile_and_compare(client, lambda i, d: (raw.UnravelIndex(indices=i, dims=d), raw.UnravelIndex(indices=i[0], dims=d)),
+    compile_and_compare(client, lambda i, d: (raw.UnravelIndex(indices=i, dims=d),
+                                              raw.UnravelIndex(indices=i[0], dims=d)),
                         [rng.integers(0, 60, size=7).astype(index_dtype), dims])

@@ -128,4 +128,5 @@ def test_crop_and_resize_grads(client, crop_size):
         return (raw.CropAndResizeGradImage(grads=grads, boxes=boxes, box_ind=box_ind,
                                            image_size=tf.constant([2, 6, 9, 3]), T=tf.float32),
                 raw.CropAndResizeGradBoxes(grads=grads, image=image, boxes=boxes, box_ind=box_ind))
-    compile_and_compare(client, fn, [rand((3, *crop_size, 3)), rand((2, 6, 9, 3)), boxes, np.array([1, 0, 1], np.int32)])
+    compile_and_compare(client, fn, [rand((3, *crop_size, 3)), rand((2, 6, 9, 3)), boxes,
+                                     np.array([1, 0, 1], np.int32)])

@@ -163,7 +163,10 @@ def empty(ctx, shape, *, dtype, init=False):
     return [jnp.zeros(axes(shape) if shape.ndim else (), dtype)]
 
 
-@register_op("Range", type_attr="Tidx", dtypes=D.FLOAT + D.SIGNED + (np.uint16, np.uint32, np.uint64), constant_inputs=("start", "limit", "delta"))
+RANGE_DTYPES = D.FLOAT + D.SIGNED + (np.uint16, np.uint32, np.uint64)
+
+
+@register_op("Range", type_attr="Tidx", dtypes=RANGE_DTYPES, constant_inputs=("start", "limit", "delta"))
 def range_(ctx, start, limit, delta, *, Tidx=INT32):
     start, limit, delta = (scalar(v, n) for v, n in ((start, "start"), (limit, "limit"), (delta, "delta")))
     if delta == 0:

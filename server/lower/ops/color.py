@@ -40,9 +40,10 @@ def rgb_to_hsv(ctx, images, *, T=np.dtype(F32)):
     value = jnp.maximum(jnp.maximum(r, g), b)
     spread = value - jnp.minimum(jnp.minimum(r, g), b)
     saturation = jnp.where(value > 0, spread / value, 0 * one)
+    two_sixths, four_sixths = (2 * one) / (6 * one), (4 * one) / (6 * one)  # in T, as TF's T(2) / T(6)
     norm = (one / spread) * (one / (6 * one))
     hue = jnp.where(r == value, norm * (g - b),
-                    jnp.where(g == value, norm * (b - r) + (2 * one) / (6 * one), norm * (r - g) + (4 * one) / (6 * one)))
+                    jnp.where(g == value, norm * (b - r) + two_sixths, norm * (r - g) + four_sixths))
     hue = jnp.where(spread > 0, hue, 0 * one)
     hue = jnp.where(hue < 0, hue + one, hue)
     return [jnp.stack([hue, saturation, value], axis=-1)]

@@ -21,7 +21,8 @@ ACTIVATION_GRADS = {
     "ReluGrad": (lambda g, features: jnp.where(features > 0, g, zero(g)), D.REAL),
     "Relu6Grad": (lambda g, features: jnp.where((features > 0) & (features < 6), g, zero(g)), D.REAL),
     "EluGrad": (lambda g, outputs: jnp.where(outputs < 0, g * (outputs + 1), g), D.FLOAT),
-    "SeluGrad": (lambda g, outputs: jnp.where(outputs < 0, g * (outputs + jnp.asarray(SELU_SCALE * SELU_ALPHA, g.dtype)),
+    "SeluGrad": (lambda g, outputs: jnp.where(outputs < 0,
+                                              g * (outputs + jnp.asarray(SELU_SCALE * SELU_ALPHA, g.dtype)),
                                               g * jnp.asarray(SELU_SCALE, g.dtype)), D.FLOAT),
 }
 for _op, (_fn, _dtypes) in ACTIVATION_GRADS.items():

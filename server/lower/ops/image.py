@@ -118,7 +118,8 @@ def nearest_indices(in_size: int, out_size: int, align_corners: bool, half_pixel
 
 def nearest_grid(in_shape, size, align_corners, half_pixel_centers):
     check_corners(align_corners, half_pixel_centers)
-    rows, cols = (nearest_indices(in_shape[axis], n, align_corners, half_pixel_centers) for axis, n in zip((H, W), size))
+    rows, cols = (nearest_indices(in_shape[axis], n, align_corners, half_pixel_centers)
+                  for axis, n in zip((H, W), size))
     return rows[:, None], cols[None, :]
 
 
@@ -172,7 +173,8 @@ def bicubic_taps(in_size: int, out_size: int, align_corners: bool, half_pixel_ce
 
 def resize_bicubic(images, size, align_corners: bool, half_pixel_centers: bool):
     check_corners(align_corners, half_pixel_centers)
-    rows, cols = (bicubic_taps(images.shape[axis], n, align_corners, half_pixel_centers) for axis, n in zip((H, W), size))
+    rows, cols = (bicubic_taps(images.shape[axis], n, align_corners, half_pixel_centers)
+                  for axis, n in zip((H, W), size))
     return resample(resample(images.astype(F32), H, *rows), W, *cols)
 
 

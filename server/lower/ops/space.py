@@ -14,7 +14,8 @@ from xlacs_server.lower.registry import register_op
 def space_to_batch_nd(x, block: tuple[int, ...], paddings):
     m = len(block)
     pads = paddings_of(paddings)
-    x = lax.pad(x, jnp.zeros((), x.dtype), [(0, 0, 0)] + [(lo, hi, 0) for lo, hi in pads] + [(0, 0, 0)] * (x.ndim - 1 - m))
+    padding = [(0, 0, 0)] + [(lo, hi, 0) for lo, hi in pads] + [(0, 0, 0)] * (x.ndim - 1 - m)
+    x = lax.pad(x, jnp.zeros((), x.dtype), padding)
     batch, spatial, rest = x.shape[0], x.shape[1:1 + m], x.shape[1 + m:]
     if any(d % b for d, b in zip(spatial, block)):
         raise ValueError(f"padded spatial shape {list(spatial)} is not divisible by block_shape {list(block)}")
