@@ -60,8 +60,9 @@ class Executable:
         """Outputs in fetch order."""
         if not isinstance(inputs, Mapping):
             inputs = dict(zip(self.input_names, inputs, strict=True))
-        request = xlacs_pb2.ExecuteRequest(
-            executable_id=self.id, inputs=[tensors.to_proto(name, a) for name, a in inputs.items()])
+        request = xlacs_pb2.ExecuteRequest(executable_id=self.id)
+        for name, a in inputs.items():
+            tensors.fill(request.inputs.add(), name, a)
         try:
             response = self._client.stub.Execute(request, timeout=self._client.timeout)
         except grpc.RpcError as e:

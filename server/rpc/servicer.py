@@ -59,8 +59,10 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         loaded, outputs = self.gates.execute.run(
             context, lambda checkpoint: self.service.execute(request.executable_id, inputs))
         ms = (time.perf_counter() - start) * 1e3
-        return xlacs_pb2.ExecuteResponse(
-            outputs=[tensors.to_proto(s.name, a) for s, a in zip(loaded.outputs, outputs)], execute_ms=ms)
+        response = xlacs_pb2.ExecuteResponse(execute_ms=ms)
+        for s, a in zip(loaded.outputs, outputs):
+            tensors.fill(response.outputs.add(), s.name, a)
+        return response
 
     def ListOps(self, request, context):
         return xlacs_pb2.ListOpsResponse(ops=[

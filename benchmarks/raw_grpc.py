@@ -1,0 +1,56 @@
+"""The floor of tensor transfer: gRPC Python moving raw bytes, no protobuf, between two processes. Run as
+`python -m benchmarks.raw_grpc` it serves `Sink` (takes bytes, answers none) and `Source` (answers N bytes)
+on a free loopback port, which it prints."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+
+from xlacs.client import MAX_MESSAGE_BYTES
+
+OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+           ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+
+
+class RawGrpc:
+    """The raw server in a subprocess (so that, like xlacs serve, it has its own interpreter) and its stubs."""
+
+    def __init__(self, env: dict | None = None):
+        self.process = subprocess.Popen([sys.executable, "-m", "benchmarks.raw_grpc"], stdout=subprocess.PIPE,
+                                        text=True, env={**os.environ, **(env or {})})
+        port = int(self.process.stdout.readline())
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", OPTIONS)
+        self._sink = self.channel.unary_unary("/raw.Raw/Sink")
+        self._source = self.channel.unary_unary("/raw.Raw/Source")
+
+    def sink(self, payload: bytes) -> None:
+        self._sink(payload, timeout=600)
+
+    def source(self, nbytes: int) -> bytes:
+        return self._source(str(nbytes).encode(), timeout=600)
+
+    def stop(self) -> None:
+        self.channel.close()
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def main() -> None:
+    server = grpc.server(futures.ThreadPoolExecutor(4), options=OPTIONS)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("raw.Raw", {
+        "Sink": grpc.unary_unary_rpc_method_handler(lambda request, context: b""),
+        "Source": grpc.unary_unary_rpc_method_handler(lambda request, context: bytes(int(request))),
+    }),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(port, flush=True)
+    threading.Event().wait()  # until the benchmark terminates it
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""docs/benchmarks.md from one run's results: the goals as measured ratios with pass/fail, then one table per
+measurement, what limits each missed goal (from the run's own profiles), and the machine."""
+from __future__ import annotations
+
+from benchmarks import goals
+from benchmarks.execute_latency import PEERS, XLACS
+from benchmarks.machine import as_markdown
+from benchmarks.models import MB
+from benchmarks.transport import RAW
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "—" if a is None or b is None or not b else f"{a / b:.2f}×"
+
+
+def _table(header: list[str], rows: list[list[str]], align_first: int = 1) -> list[str]:
+    return ["| " + " | ".join(header) + " |",
+            "| " + " | ".join(["---"] * align_first + ["---:"] * (len(header) - align_first)) + " |",
+            *["| " + " | ".join(row) + " |" for row in rows], ""]
+
+
+def _goals(results: dict) -> list[str]:
+    rows = [[g.goal, g.measured, g.ratio_text, g.verdict] for g in goals.evaluate(results)]
+    return ["## Goals", "", *_table(["Goal", "Measured", "Ratio (target)", "Result"], rows)]
+
+
+def _compile(results: dict) -> list[str]:
+    rows, failures = [], []
+    for name, row in results["compile"].items():
+        med, info = row["median_ms"], results["models"][name]
+        cold = med.get("cold_first_result_ms")
+        rows.append([name, str(info["nodes"]), f"{info['graph_bytes'] / MB:.1f}", _ms(med.get("cold_ms")),
+                     _ms(cold), _ms(med.get("l1_ms")), _ms(med.get("l2_ms")),
+                     f"{100 * med['l2_ms'] / med['cold_ms']:.1f}%", _ms(med.get("tf_xla_first_ms")),
+                     _ms(med.get("tf2jax_first_ms")), _ratio(cold, med.get("tf_xla_first_ms")),
+                     _ratio(cold, med.get("tf2jax_first_ms"))])
+        failures += [f"- {name}, {peer.removesuffix('_first_ms')}: {e}" for peer, e in row["errors"].items()]
+    stage_rows = [[name, tier, *(_ms(row.get(f"{tier}_stage_ms", {}).get(s)) for s in goals.STAGES)]
+                  for name, row in results["compile"].items() for tier in ("cold", "l1", "l2")]
+    rounds = results["budget"]["compile_rounds"]
+    return ["## Compile latency (ms)", "",
+            f"Medians of {rounds} round(s). Each round starts a fresh `xlacs serve` on an emptied Redis (its "
+            "first Compile of a model is cold, the next ones L1 hits), then a second fresh `xlacs serve` on the "
+            "same Redis (L2 hits), and builds a new `tf.function(jit_compile=True)` and a new tf2jax + `jax.jit` "
+            "function per model, so that they compile again. Every process is warmed by a tiny compile first. "
+            "Times are wall time at the caller; the xlacs times include sending the GraphDef over loopback. "
+            "*Cold + first result* adds the first Execute, as the peers' first call includes their first run.",
+            "", *_table(["Model", "nodes", "GraphDef MB", "cold Compile", "cold + first result", "L1 hit",
+                         "L2 hit", "L2 / cold", "TF XLA first call", "tf2jax first call",
+                         "cold + first / TF XLA", "cold + first / tf2jax"], rows),
+            *(["Peers that could not compile a model:", "", *failures, ""] if failures else []),
+            "Server-side stages of the last round (ms; `load` is the Redis read and deserialization):", "",
+            *_table(["Model", "compile", *goals.STAGES], stage_rows, align_first=2)]
+
+
+def _execute(results: dict) -> list[str]:
+    rows, failures = [], []
+    for name, row in results["execute"].items():
+        p = row["peers"]
+        x = p[XLACS]["p50_ms"]
+        rows.append([name, *(f"{_ms(p[peer]['p50_ms'])} / {_ms(p[peer]['p99_ms'])}" if peer in p else "failed"
+                             for peer in PEERS),
+                     *(_ratio(x, p[peer]["p50_ms"]) if peer in p else "—" for peer in PEERS[1:])])
+        failures += [f"- {name}, {peer}: {e}" for peer, e in row["errors"].items()]
+    errors = [f"{name}: " + ", ".join(f"{peer} {e:.0e}" for peer, e in row["max_relative_error_vs_tf_graph"].items())
+              for name, row in results["execute"].items()]
+    seconds = results["budget"]["execute_s"]
+    return ["## Execute latency (ms, p50 / p99)", "",
+            f"Batch 1, numpy in and numpy out for every peer. The peers are timed interleaved, {seconds:g} s each "
+            "per model in 5 turns, so that load from elsewhere lands on all of them. xlacs is a separate "
+            "`xlacs serve` process over loopback gRPC; *in-process JAX* calls the very program xlacs compiled "
+            "(same passes, lowering and PJRT options) in the benchmark's process, so *xlacs / in-process JAX* is "
+            "the service overhead. Ratios are of p50s; below 1 xlacs is faster.", "",
+            *_table(["Model", *PEERS, *(f"xlacs / {peer}" for peer in PEERS[1:])], rows),
+            *(["Peers that could not run a model:", "", *failures, ""] if failures else []),
+            "Largest difference from TF graph mode's outputs, relative to the output's scale: " +
+            "; ".join(errors) + ".", ""]
+
+
+def _tiny(results: dict) -> list[str]:
+    rows = [[path, f"{s['p50_ms'] * 1e3:.0f}", f"{s['p99_ms'] * 1e3:.0f}", str(s["n"])]
+            for path, s in results["tiny"].items()]
+    return ["## Tiny round trip (µs)", "",
+            "One Add on two inputs of 4 float32, Execute over loopback gRPC, beside an empty unary RPC on the "
+            "same channel (the standard health Check: what gRPC Python costs before xlacs does anything) and "
+            "the same program called in-process.", "",
+            *_table(["Path", "p50", "p99", "calls"], rows)]
+
+
+def _transfer_table(transfer: dict) -> list[str]:
+    rows = []
+    for label, peers in transfer.items():
+        x, raw = peers[XLACS], peers[RAW]
+        rows.append([label, _ms(x["p50_ms"]), _ms(x["p99_ms"]), f"{x['gb_per_s']:.2f}", _ms(raw["p50_ms"]),
+                     f"{raw['gb_per_s']:.2f}", _ratio(x["p50_ms"], raw["p50_ms"])])
+    return _table(["Tensor", "xlacs p50 ms", "p99 ms", "xlacs GB/s", "raw gRPC p50 ms", "raw gRPC GB/s",
+                   "xlacs / raw"], rows)
+
+
+def _transfer(results: dict) -> list[str]:
+    copies = results["copy_rates"]
+    return ["## Tensor transfer", "",
+            "One Execute moving a float32 tensor of the given size one way (the other way carries 4 bytes): "
+            "the input case runs `x[:1]`, the output case broadcasts a scalar. Beside it, interleaved, gRPC "
+            "Python moves the same number of bytes between two processes with no protobuf at all (a generic "
+            "handler, `benchmarks/raw_grpc.py`): the floor of any gRPC Python service. GB/s = bytes / p50 time "
+            "(decimal GB); the time is the whole call.", "", *_transfer_table(results["transfer"]),
+            f"One copy of {copies['bytes'] // MB} MB in this process runs at "
+            f"{copies['fresh_pages_gb_per_s']:.2f} GB/s into fresh pages (`ndarray.tobytes()`: glibc maps every "
+            f"allocation over 32 MB anew, and each page faults in on first touch) and at "
+            f"{copies['mapped_pages_gb_per_s']:.2f} GB/s into pages already mapped (`np.copyto`).", "",
+            "The same 64 MB calls with glibc's mmap threshold out of the way (`MALLOC_MMAP_MAX_=0`, "
+            "`MALLOC_TRIM_THRESHOLD_` huge, in the server, the raw server and, through `mallopt`, the client), so "
+            "that freed blocks are reused already mapped:", "", *_transfer_table(results["transfer_heap_only"])]
+
+
+def _throughput(results: dict) -> list[str]:
+    t = results["throughput"]
+    rows = [[n, f"{s['requests_per_s']:.0f}", _ms(s["p50_ms"]), _ms(s["p99_ms"]), str(s["slowest_client_requests"])]
+            for n, s in t["by_clients"].items()]
+    return ["## Throughput", "",
+            f"Model: {t['model']}. N clients, each on its own channel and thread in one process, call Execute "
+            f"back to back for {results['budget']['throughput_s']:g} s. The server runs "
+            "`max_concurrent_executes` = 4 calls at once and queues the rest (its queue is raised for this "
+            "benchmark so that 64 clients wait rather than fail fast).", "",
+            *_table(["clients", "requests/s", "p50 ms", "p99 ms", "calls of the slowest client"], rows)]
+
+
+def _scaling(results: dict) -> list[str]:
+    rows = []
+    for row in results["scaling"]["rows"]:
+        cells = [row["graph"], str(row["nodes"]), f"{row['graph_bytes'] / MB:.1f}"]
+        for label in ("lifted", "embedded"):
+            r = row[label]
+            cells += [_ms(r["compile_ms"]), f"{r['executable_bytes'] / MB:.2f}", f"{r['rss_growth_mib']:.0f}"]
+        rows.append(cells)
+    return ["## Cost growth", "",
+            "Cold compiles on two fresh `xlacs serve` processes, one with weight lifting (the default: weights "
+            "become parameters bound at Execute) and one with `lift_threshold_bytes=0` (every constant stays in "
+            "the program). *Executable* is the serialized XLA executable; *RSS growth* is the server's resident "
+            "memory after the compile and a first Execute, minus before.", "",
+            *_table(["Graph", "nodes", "GraphDef MB", "lifted: compile ms", "executable MB", "RSS growth MiB",
+                     "embedded: compile ms", "executable MB", "RSS growth MiB"], rows)]
+
+
+def _profiles(results: dict) -> list[str]:
+    lines = ["## Profiles", "",
+             "Taken after the measurements: py-spy samples the `xlacs serve` process (the L2 hits: a fresh one "
+             "on the same Redis, at 1000 Hz; the others: the measured daemon, at 200 Hz), only the thread "
+             "holding the GIL (`--gil`), and cProfile the client thread; percentages are of the samples (server) "
+             "and of the workload's wall time (client).", ""]
+    for p in results.get("profiles", []):
+        lines += [f"### {p['label']}", ""]
+        server = p["server"]
+        if isinstance(server, str):
+            lines += [f"Server: {server}", ""]
+        else:
+            lines += [f"Server, {server['samples']} samples holding the GIL:", "",
+                      *_table(["own time", "%"], [[f"`{f}`", str(v)] for f, v in server["self_percent"]]),
+                      *_table(["in the stack", "%"], [[f"`{f}`", str(v)] for f, v in server["inclusive_percent"]])]
+        lines += ["Client (own time, % of the workload):", "",
+                  *_table(["function", "%"], [[f"`{f}`", str(v)] for f, v in p["client_self_percent"]])]
+    return lines
+
+
+def render(results: dict) -> str:
+    models = ", ".join(results["compile"])
+    lines = ["# Benchmarks: xlacs side by side with TensorFlow, tf2jax and in-process JAX", "",
+             f"Written by `{goals.COMMAND}` ({results['mode']} mode), all figures from one run "
+             f"({results['started']} to {results['finished']}) on one machine: "
+             f"{as_markdown(results['machine'])} Raw numbers: `docs/benchmarks.json`.", "",
+             f"Models: {models}, frozen with re-scaled weights (activations of order 1) and fed the same input "
+             "by every peer. The machine is shared and noisy: runs differ by 30% or more, so read ratios "
+             "measured side by side, not bare times.", "",
+             *_goals(results), *goals.analysis(results), *_compile(results), *_execute(results), *_tiny(results),
+             *_transfer(results), *_throughput(results), *_scaling(results), *_profiles(results)]
+    return "\n".join(lines).rstrip() + "\n"

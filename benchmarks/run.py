@@ -1,0 +1,163 @@
+"""The side-by-side benchmark suite, in one run: xlacs against TensorFlow (graph mode and XLA), tf2jax and
+in-process JAX, on the same frozen graphs and inputs. Writes docs/benchmarks.md and docs/benchmarks.json.
+
+    .venv/bin/python -m benchmarks.run [--quick] [--models MobileNetV2,LSTM] [--out DIR]
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import pathlib  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+from benchmarks import (compile_latency, execute_latency, machine, models, profiles, report, scaling,  # noqa: E402
+                        throughput, transport)
+from benchmarks.processes import RedisServer, ServeProcess, redis_env  # noqa: E402
+from benchmarks.raw_grpc import RawGrpc  # noqa: E402
+from xlacs_server.config import Settings  # noqa: E402
+from xlacs_server.service import CompilationService  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+THROUGHPUT_MODEL = "TransformerEncoder"
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    compile_rounds: int  # fresh server pairs (cold + L1, then L2) and fresh TF XLA / tf2jax functions
+    l1_repeats: int
+    execute_s: float  # per peer and model
+    tiny_s: float  # per path
+    transfer_mb: tuple[int, ...]
+    transfer_s: float  # per size and direction
+    concurrencies: tuple[int, ...]
+    throughput_s: float  # per concurrency
+    chain_layers: tuple[int, ...]
+    weight_mb: tuple[int, ...]
+    profile_s: float
+
+
+MODES = {
+    "quick": Budget(compile_rounds=1, l1_repeats=3, execute_s=1.5, tiny_s=2, transfer_mb=(1, 64), transfer_s=1,
+                    concurrencies=(1, 4, 16, 64), throughput_s=2, chain_layers=(10, 100, 400),
+                    weight_mb=(1, 16, 64), profile_s=2),
+    "full": Budget(compile_rounds=3, l1_repeats=10, execute_s=10, tiny_s=10, transfer_mb=(1, 64, 512),
+                   transfer_s=5, concurrencies=(1, 4, 16, 64), throughput_s=8, chain_layers=(10, 100, 400, 1000),
+                   weight_mb=(1, 16, 64, 256), profile_s=4),
+}
+
+
+def _step(name: str):
+    print(f"[{time.strftime('%H:%M:%S')}] {name}", flush=True)
+
+
+def _profiles(server: ServeProcess, client, by_name: dict, directory: pathlib.Path, redis_server: RedisServer,
+              budget: Budget) -> list[dict]:
+    """The tiny round trip, the 64 MB transfers and the L2 hits, each under the profilers."""
+    out = []
+    tiny = models.tiny_add()
+    executable = transport.compile_model(client, tiny)
+    out.append(profiles.profile(server.pid, profiles.for_seconds(lambda: executable(*tiny.inputs), budget.profile_s),
+                                directory, "tiny round trip"))
+    for model in (models.upload(64 * models.MB), models.download(64 * models.MB)):
+        executable = transport.compile_model(client, model)
+        out.append(profiles.profile(server.pid, profiles.for_seconds(lambda: executable(*model.inputs),
+                                                                     budget.profile_s), directory, model.name))
+    fresh = ServeProcess(directory, redis_env(redis_server))  # knows nothing: every model is an L2 hit
+    try:
+        fresh.warm_up(tiny)
+        with fresh.client() as fresh_client:
+            def l2_hits():
+                for model in by_name.values():
+                    fresh_client.compile(model.frozen.graph_def, model.frozen.feeds, model.frozen.fetches,
+                                         name=model.name)
+            out.append(profiles.profile(fresh.pid, l2_hits, directory, "L2 hits", rate=1000))
+    finally:
+        fresh.stop()
+    return out
+
+
+def _transfer(client, env: dict, sizes_mb: list[int], seconds: float) -> dict:
+    raw = RawGrpc(env)
+    try:
+        return transport.transfer(client, raw, sizes_mb, seconds)
+    finally:
+        raw.stop()
+
+
+def run(mode: str, names: list[str], out_dir: pathlib.Path) -> dict:
+    budget = MODES[mode]
+    directory = pathlib.Path(tempfile.mkdtemp(prefix="xlacs-bench-"))
+    print(f"logs and profiles in {directory}", flush=True)
+    results = {"mode": mode, "budget": dataclasses.asdict(budget), "machine": machine.describe(ROOT),
+               "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    _step("freezing the models")
+    suite = models.build(names)
+    by_name = {m.name: m for m in suite}
+    results["models"] = {m.name: {"nodes": models.node_count(m.frozen), "graph_bytes": len(m.frozen.graph_def),
+                                  "inputs": [list(a.shape) for a in m.inputs], "small": m.small} for m in suite}
+    redis_server = RedisServer(directory)
+    try:
+        _step("compile latency")
+        results["compile"], built = compile_latency.measure(suite, directory, redis_server, budget.compile_rounds,
+                                                            budget.l1_repeats)
+        server = ServeProcess(directory, redis_env(redis_server))
+        try:
+            server.warm_up(models.tiny_add())
+            service = CompilationService(Settings(cache_dir=""))
+            with server.client() as client:
+                _step("execute latency")
+                results["execute"] = execute_latency.measure(client, service, suite, built, budget.execute_s)
+                _step("tiny round trip")
+                results["tiny"] = transport.tiny_round_trip(client, service, budget.tiny_s)
+                _step("tensor transfer")
+                results["transfer"] = _transfer(client, {}, list(budget.transfer_mb), budget.transfer_s)
+                results["copy_rates"] = transport.copy_rates(64 * models.MB)
+                _step("throughput")
+                small = by_name.get(THROUGHPUT_MODEL) or models.BUILDERS[THROUGHPUT_MODEL]()
+                results["throughput"] = {"model": small.name, "by_clients": throughput.measure(
+                    server.address, small, list(budget.concurrencies), budget.throughput_s)}
+                _step("profiles")
+                results["profiles"] = _profiles(server, client, by_name, directory, redis_server, budget)
+        finally:
+            server.stop()
+    finally:
+        redis_server.stop()
+    _step("tensor transfer, glibc heap only")
+    tuned = ServeProcess(directory, transport.HEAP_ONLY_ENV)
+    try:
+        with tuned.client() as client, transport.heap_only():
+            results["transfer_heap_only"] = _transfer(client, transport.HEAP_ONLY_ENV, [64], budget.transfer_s)
+    finally:
+        tuned.stop()
+    _step("scaling")
+    results["scaling"] = scaling.measure(directory, list(budget.chain_layers), list(budget.weight_mb))
+    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "benchmarks.json").write_text(json.dumps(results, indent=1))
+    (out_dir / "benchmarks.md").write_text(report.render(results))
+    _step(f"wrote {out_dir / 'benchmarks.md'} and {out_dir / 'benchmarks.json'}")
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short budgets, no 512 MB transfer: a few minutes")
+    parser.add_argument("--models", default=",".join(models.BUILDERS),
+                        help=f"comma-separated subset of {', '.join(models.BUILDERS)}")
+    parser.add_argument("--out", type=pathlib.Path, default=ROOT / "docs", help="where the .md and .json go")
+    args = parser.parse_args()
+    names = [n for n in args.models.split(",") if n]
+    unknown = sorted(set(names) - set(models.BUILDERS))
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {', '.join(models.BUILDERS)}")
+    run("quick" if args.quick else "full", names, args.out)
+
+
+if __name__ == "__main__":
+    main()

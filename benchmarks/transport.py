@@ -1,0 +1,81 @@
+"""The RPC path itself: the tiny round trip (one Add on 4 floats) beside gRPC's own floor and in-process JAX,
+and tensor transfer in GB/s for inputs and outputs of growing size."""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+
+import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from benchmarks import models, peers
+from benchmarks.execute_latency import XLACS
+from benchmarks.raw_grpc import RawGrpc
+from benchmarks.timing import interleaved, timed
+from xlacs_server.service import CompilationService
+
+TINY_XLACS, TINY_HEALTH, TINY_JAX = "xlacs Execute", "gRPC health Check (floor)", "in-process JAX"
+RAW = "raw gRPC bytes"
+# glibc serves allocations beyond 32 MB with a fresh mmap whose pages fault in one by one; with mmap off
+# (M_MMAP_MAX = 0) and trimming off, freed memory is reused already mapped.
+HEAP_ONLY_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 62)}
+_M_TRIM_THRESHOLD, _M_MMAP_MAX, _DEFAULT_MMAP_MAX, _DEFAULT_TRIM = -1, -4, 65536, 128 * 1024
+
+
+def compile_model(client, model: models.Model):
+    return client.compile(model.frozen.graph_def, model.frozen.feeds, model.frozen.fetches, name=model.name)
+
+
+def tiny_round_trip(client, service: CompilationService, seconds: float) -> dict:
+    """p50/p99 of Execute on the tiny Add, beside an empty unary RPC on the same channel (what gRPC Python
+    costs before xlacs does anything) and the same program called in-process."""
+    tiny = models.tiny_add()
+    executable = compile_model(client, tiny)
+    in_process = peers.in_process_jax(service, tiny)
+    health = health_pb2_grpc.HealthStub(client.channel)
+    request = health_pb2.HealthCheckRequest(service="")
+    samples = interleaved({TINY_XLACS: lambda: executable(*tiny.inputs),
+                           TINY_HEALTH: lambda: health.Check(request, timeout=10),
+                           TINY_JAX: lambda: in_process(*tiny.inputs)}, seconds)
+    return {name: s.summary() for name, s in samples.items()}
+
+
+def transfer(client, raw: RawGrpc, sizes_mb: list[int], seconds: float) -> dict:
+    """GB/s (decimal) of the p50 call, for an input of each size (a 4-byte output) and an output of each size
+    (a 4-byte input), beside gRPC Python moving the same bytes raw between two processes, interleaved."""
+    results = {}
+    for size in sizes_mb:
+        nbytes = size * models.MB
+        payload = bytes(nbytes)
+        for direction, model, floor in (("input", models.upload(nbytes), lambda: raw.sink(payload)),
+                                        ("output", models.download(nbytes), lambda: raw.source(nbytes))):
+            executable = compile_model(client, model)
+            samples = interleaved({XLACS: lambda: executable(*model.inputs), RAW: floor}, seconds, min_calls=5)
+            results[f"{direction} {size} MB"] = {
+                peer: {**s.summary(), "gb_per_s": nbytes / (s.p50 / 1e3) / 1e9} for peer, s in samples.items()}
+    return results
+
+
+def copy_rates(nbytes: int, repeats: int = 5) -> dict:
+    """GB/s of one memory copy of `nbytes`, into fresh pages (as every bytes object and message on the RPC
+    path is: a large allocation is a new mmap whose pages fault in on first touch) and into pages already
+    mapped: the unit cost of each copy the transfer path makes."""
+    source = np.random.default_rng(0).integers(0, 255, nbytes, dtype=np.uint8)
+    target = np.empty_like(source)
+    fresh = min(timed(lambda: source.tobytes()) for _ in range(repeats))
+    reused = min(timed(lambda: np.copyto(target, source)) for _ in range(repeats))
+    return {"bytes": nbytes, "fresh_pages_gb_per_s": nbytes / fresh / 1e6,
+            "mapped_pages_gb_per_s": nbytes / reused / 1e6}
+
+
+@contextlib.contextmanager
+def heap_only():
+    """This process's glibc without mmap for large blocks (HEAP_ONLY_ENV set at run time), then back."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(_M_MMAP_MAX, 0)
+    libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(2 ** 31 - 1))
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
+        libc.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM)
