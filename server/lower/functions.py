@@ -21,12 +21,14 @@ from xlacs_server.graph.function_def import function_refs, to_graph
 from xlacs_server.graph.ir import FuncRef, Graph, Node
 from xlacs_server.lower import limits
 from xlacs_server.lower.context import is_constant
+from xlacs_server.lower.tensor_list import StackRef
 from xlacs_server.lower.variables import VariableRef
 
-# A variable passed to a function travels as its value, a pytree leaf, so that bodies can be traced, switched
-# and looped over; the caller writes the body's assignments back (write_back).
+# A resource (variable, stack) passed to a function travels as its value, a pytree, so that bodies can be
+# traced, switched and looped over; the caller writes the body's assignments back (write_back).
 jax.tree_util.register_pytree_node(VariableRef, lambda ref: ((ref.value,), ref.name),
                                    lambda name, leaves: VariableRef(name, leaves[0]))
+RESOURCES = (VariableRef, StackRef)  # cells with a `value` and an `assign` that sets `assigned`
 
 
 class Body(NamedTuple):
@@ -75,11 +77,11 @@ def _attrs_key(values: dict) -> tuple:
 class Traced(NamedTuple):
     """A function body traced for one signature: a jaxpr over its non-constant input leaves, plus the
     output leaves that came out constant. Its results are the function's outputs and the final values
-    of the variables among its arguments."""
+    of the resources among its arguments."""
     jaxpr: ClosedJaxpr
-    out_tree: jax.tree_util.PyTreeDef  # of [outputs, variable values]
+    out_tree: jax.tree_util.PyTreeDef  # of [outputs, resource values]
     constants: list  # per output leaf: its numpy value, or None where the jaxpr computes it
-    writes: tuple[bool, ...]  # per variable argument: whether the body assigns it
+    writes: tuple[bool, ...]  # per resource argument: whether the body assigns it
 
     def leaves(self, dynamic: list) -> list:
         """The result leaves, for the non-constant input leaves `dynamic` (values or tracers)."""
@@ -87,7 +89,7 @@ class Traced(NamedTuple):
         return [c if c is not None else next(computed) for c in self.constants]
 
     def apply(self, dynamic: list) -> tuple[list, list]:
-        """The outputs and the variables' final values."""
+        """The outputs and the resources' final values."""
         return tuple(self.out_tree.unflatten(self.leaves(dynamic)))
 
     def abstract_outputs(self) -> list:
@@ -96,14 +98,14 @@ class Traced(NamedTuple):
         return self.out_tree.unflatten([c if c is not None else _spec(next(avals)) for c in self.constants])[0]
 
 
-def variables_in(values) -> list[VariableRef]:
-    leaves = jax.tree_util.tree_leaves(values, is_leaf=lambda v: isinstance(v, VariableRef))
-    return [v for v in leaves if isinstance(v, VariableRef)]
+def resources_in(values) -> list:
+    leaves = jax.tree_util.tree_leaves(values, is_leaf=lambda v: isinstance(v, RESOURCES))
+    return [v for v in leaves if isinstance(v, RESOURCES)]
 
 
 def write_back(args, values: list, writes) -> None:
-    """Assigns to the variables among `args` the final values a function gave them, where it assigned."""
-    for ref, value, written in zip(variables_in(args), values, writes):
+    """Assigns to the resources among `args` the final values a function gave them, where it assigned."""
+    for ref, value, written in zip(resources_in(args), values, writes):
         if written:
             ref.assign(value)
 
@@ -152,11 +154,11 @@ def _trace(run: Callable[[list], list], leaves: list, tree) -> Traced:
         for i, value in zip(positions, dynamic):
             full[i] = value
         args = tree.unflatten(full)
-        variables = variables_in(args)
-        result = [run(args), [v.value for v in variables]]
+        resources = resources_in(args)
+        result = [run(args), [r.value for r in resources]]
         out_leaves, outputs["tree"] = jax.tree_util.tree_flatten(result)
         outputs["constants"] = [leaf if is_constant(leaf) else None for leaf in out_leaves]
-        outputs["writes"] = tuple(v.assigned for v in variables)
+        outputs["writes"] = tuple(r.assigned for r in resources)
         return [leaf for leaf in out_leaves if not is_constant(leaf)]
 
     jaxpr = jax.make_jaxpr(flat)(*[_spec(leaves[i]) for i in positions])

@@ -119,3 +119,23 @@ class TensorArrayHandle:
     TF1 graphs thread it, so the handle only says what the array holds."""
     dtype: np.dtype
     element_shape: tuple | None
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclasses.dataclass
+class StackRef:
+    """A StackV2 resource: a cell whose value, the stack's elements as a TensorList, each push and pop
+    replaces. Passed to a function (a loop body) it travels as that list, and comes back assigned."""
+    name: str
+    value: TensorList
+    assigned: bool = False
+
+    def assign(self, value: TensorList) -> None:
+        self.value, self.assigned = value, True
+
+    def tree_flatten(self):
+        return (self.value,), self.name
+
+    @classmethod
+    def tree_unflatten(cls, name, children):
+        return cls(name, children[0])

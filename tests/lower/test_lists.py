@@ -115,3 +115,45 @@ def test_tensor_array_v3_family(client):
     got = client.compile(graph.as_graph_def(), {"x:0": (np.float32, (5, 3))}, fetches).execute({"x:0": x})
     for g, w in zip(got, want):
         assert_close(g, w)
+
+
+def stack_graph(max_size: int):
+    """Push in one TF1 loop, pop in another and once more after it: last in, first out across loops."""
+    graph = tf.Graph()
+    with tf1.control_flow_v1(), graph.as_default():
+        x = tf.compat.v1.placeholder(F32, [3], name="x")
+        handle = tf.raw_ops.StackV2(max_size=max_size, elem_type=F32, stack_name="acc")
+
+        def push(i, a):
+            with tf.control_dependencies([tf.raw_ops.StackPushV2(handle=handle, elem=a)]):
+                return i + 1, tf.sin(a) + 1.0
+        _, last = tf.while_loop(lambda i, a: i < 4, push, (0, x))
+
+        def pop(i, total):
+            with tf.control_dependencies([total]):  # else TF1 may pop before the first loop pushed
+                top = tf.ensure_shape(tf.raw_ops.StackPopV2(handle=handle, elem_type=F32), [3])
+            return i + 1, total * 0.5 + top
+        _, total = tf.while_loop(lambda i, t: i < 3, pop, (0, last))
+        with tf.control_dependencies([total]):
+            first = tf.raw_ops.StackPopV2(handle=handle, elem_type=F32)
+        with tf.control_dependencies([first]):
+            closed = tf.raw_ops.StackCloseV2(handle=handle)
+        with tf.control_dependencies([closed]):
+            fetches = [tf.identity(total, name="total").name, tf.identity(first, name="first").name]
+    return graph, fetches
+
+
+def test_stack_ops_across_loops(client):
+    graph, fetches = stack_graph(max_size=5)
+    x = rng.normal(size=(3,)).astype(np.float32)
+    got = client.compile(graph.as_graph_def(), {"x:0": (np.float32, (3,))}, fetches).execute({"x:0": x})
+    for g, w in zip(got, tf1.run(graph, {"x:0": x}, fetches)):
+        assert_close(g, w)
+
+
+def test_unbounded_stack_is_an_error_naming_the_node(client):
+    graph, fetches = stack_graph(max_size=-1)
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(graph.as_graph_def(), {"x:0": (np.float32, (3,))}, fetches)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "StackV2" in e.value.details() and "max_size" in e.value.details()

@@ -11,9 +11,9 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower.context import is_constant
-from xlacs_server.lower.functions import variables_in, write_back
+from xlacs_server.lower.functions import resources_in, write_back
 from xlacs_server.lower.registry import register_op
-from xlacs_server.lower.tensor_list import TensorList
+from xlacs_server.lower.tensor_list import StackRef, TensorList
 from xlacs_server.lower.variables import VariableRef
 
 tree_flatten = jax.tree_util.tree_flatten
@@ -37,6 +37,11 @@ def case(ctx, branch_index, *inputs, Tin, Tout, branches, output_shapes=()):
         return branch(ctx, np.asarray(index if 0 <= index <= last else last), branches, list(inputs))
     index = jnp.where((branch_index < 0) | (branch_index > last), last, branch_index)
     return branch(ctx, index, branches, list(inputs))
+
+
+@register_op("ControlTrigger")
+def control_trigger(ctx):
+    return []
 
 
 @register_op("While", "StatelessWhile", foldable=False)
@@ -112,9 +117,9 @@ def while_loop(ctx, cond, body, init: list) -> list:
         return [_strong(out[i]) for i in positions]
 
     final = fill(lax.while_loop(cond_fun, body_fun, [_strong(leaves[i]) for i in positions]))
-    # A variable is a loop variable that the body returns; its final value is the variable's new value.
+    # A resource is a loop variable that the body returns; its final value is the resource's new value.
     writes = ctx.engine.trace(body, probe)[0].writes
-    write_back(init, [v.value for v in variables_in(final)], writes)
+    write_back(init, [r.value for r in resources_in(final)], writes)
     return final
 
 
@@ -127,7 +132,7 @@ def _fix_carries(ctx, body, carried: list) -> list:
         out = traced.abstract_outputs()
         if len(out) != len(carried):
             raise ValueError(f"the loop body {body.name!r} returns {len(out)} values for {len(carried)} carries")
-        initialized = [c.initialized(o.element_shape) if _first_write(c, o) else c for c, o in zip(carried, out)]
+        initialized = [_first_write(c, o) or c for c, o in zip(carried, out)]
         if any(c is not i for c, i in zip(carried, initialized)):
             carried = initialized
             continue
@@ -148,9 +153,16 @@ def _strong(leaf):
     return lax.convert_element_type(leaf, np.dtype(leaf.dtype))
 
 
-def _first_write(before, after) -> bool:
-    return isinstance(before, TensorList) and isinstance(after, TensorList) and before.data is None \
-        and after.data is not None
+def _first_write(before, after):
+    """`before` (a list, or a stack holding one) given the element shape that the body's first write to
+    it sets; None when the body does not do that."""
+    if isinstance(before, StackRef) and isinstance(after, StackRef):
+        inner = _first_write(before.value, after.value)
+        return None if inner is None else StackRef(before.name, inner)
+    if isinstance(before, TensorList) and isinstance(after, TensorList) and before.data is None \
+            and after.data is not None:
+        return before.initialized(after.element_shape)
+    return None
 
 
 def _abstract(values: list) -> list:
@@ -165,8 +177,8 @@ def _signature(value) -> tuple:
 
 
 def _describe(value) -> str:
-    if isinstance(value, VariableRef):
-        return f"variable {value.name!r} of {_describe(value.value)}"
+    if isinstance(value, (VariableRef, StackRef)):
+        return f"resource {value.name!r} holding {_describe(value.value)}"
     if isinstance(value, TensorList):
         return f"a list of {value.max_size} {value.dtype} element(s) of shape {value.element_shape}"
     return f"{np.dtype(value.dtype)}{list(np.shape(value))}"

@@ -1,4 +1,4 @@
-"""TensorList and TensorArrayV3 ops on fixed-size buffers (see tensor_list.py).
+"""TensorList, TensorArrayV3 and StackV2 ops on fixed-size buffers (see tensor_list.py).
 
 Sizes must be compile-time constants, as in tf2xla. Where TF would fail at run time on an index past
 the end, XLA clamps it. A list whose length is only known at run time stacks to its whole buffer.
@@ -8,7 +8,7 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower.registry import register_op
-from xlacs_server.lower.tensor_list import TensorArrayHandle, TensorList, merge_shapes, shape_operand
+from xlacs_server.lower.tensor_list import StackRef, TensorArrayHandle, TensorList, merge_shapes, shape_operand
 
 INT32 = np.dtype(np.int32)
 
@@ -34,6 +34,20 @@ def _get(lst: TensorList, index, element_shape=None):
 def _set(lst: TensorList, index, item) -> TensorList:
     lst = lst.for_element(np.shape(item))
     return lst.replace(data=lax.dynamic_update_index_in_dim(lst.data, jnp.asarray(item, lst.dtype), index, 0))
+
+
+def _push(lst: TensorList, item) -> TensorList:
+    length = lst.static_length()
+    if length is not None and length >= lst.max_size:
+        raise ValueError(f"pushing onto a full list: it was made with room for {lst.max_size} element(s)")
+    return _set(lst, lst.length, item).grown(1)
+
+
+def _pop(lst: TensorList, element_shape=None) -> tuple[TensorList, object]:
+    if lst.static_length() == 0:
+        raise ValueError("popping from an empty list")
+    popped = lst.grown(-1)
+    return popped, _get(lst, popped.length, element_shape)
 
 
 def _stack(lst: TensorList, element_shape=None):
@@ -120,20 +134,12 @@ def tensor_list_element_shape(ctx, input_handle, *, shape_type):
 
 @register_op("TensorListPushBack", type_attr="element_dtype")
 def tensor_list_push_back(ctx, input_handle, tensor, *, element_dtype):
-    lst = input_handle
-    length = lst.static_length()
-    if length is not None and length >= lst.max_size:
-        raise ValueError(f"pushing onto a full list: it was made with room for {lst.max_size} element(s)")
-    return [_set(lst, lst.length, tensor).grown(1)]
+    return [_push(input_handle, tensor)]
 
 
 @register_op("TensorListPopBack", type_attr="element_dtype")
 def tensor_list_pop_back(ctx, input_handle, element_shape, *, element_dtype):
-    lst = input_handle
-    if lst.static_length() == 0:
-        raise ValueError("popping from an empty list")
-    popped = lst.grown(-1)
-    return [popped, _get(lst, popped.length, shape_operand(element_shape))]
+    return list(_pop(input_handle, shape_operand(element_shape)))
 
 
 # --- TensorArrayV3: the state is the flow value ---------------------------------------------------------
@@ -198,3 +204,32 @@ def tensor_array_close(ctx, handle):
 def tensor_array_grad(ctx, handle, flow_in, *, source):
     """The gradient array of `handle`: same size and shape, all zeros; its state starts at flow_out."""
     return [handle, flow_in.zeros_like()]
+
+
+# --- StackV2: a cell holding a TensorList; pushes and pops assign it, so they never fold ----------------
+
+@register_op("StackV2", type_attr="elem_type", constant_inputs=("max_size",), foldable=False)
+def stack(ctx, max_size, *, elem_type, stack_name=""):
+    if int(max_size) < 0:
+        raise ValueError(f"max_size is {int(max_size)} (unbounded); XLA needs a static bound for a stack. TF1 "
+                         "bounds the stacks of while-loop gradients only when it builds them in an XLA context")
+    size = int(max_size)
+    return [StackRef(stack_name or ctx.name, TensorList.new(elem_type, size, 0, None))]
+
+
+@register_op("StackPushV2", foldable=False)
+def stack_push(ctx, handle, elem, *, T, swap_memory=False):
+    handle.assign(_push(handle.value, elem))
+    return [elem]
+
+
+@register_op("StackPopV2", type_attr="elem_type", foldable=False)
+def stack_pop(ctx, handle, *, elem_type):
+    rest, top = _pop(handle.value)
+    handle.assign(rest)
+    return [top]
+
+
+@register_op("StackCloseV2", foldable=False)
+def stack_close(ctx, handle):
+    return []
