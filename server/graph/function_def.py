@@ -24,8 +24,19 @@ def function_refs(node: Node) -> list[FuncRef]:
     return refs
 
 
-def to_graph(fdef: tf.FunctionDef, func_attrs: dict, max_elements: int) -> Graph:
-    """The body of `fdef` instantiated with `func_attrs` (the attrs of the calling FuncRef)."""
+def call_node(node: Node, fdef: tf.FunctionDef) -> Node:
+    """A node whose op is a library function (how TF1's Defun calls one) as the PartitionedCall it means."""
+    given = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+    types = {direction: [_arg_dtype(a, given) for a in args]
+             for direction, args in (("Tin", fdef.signature.input_arg), ("Tout", fdef.signature.output_arg))}
+    return Node(node.name, "PartitionedCall", node.inputs, node.control_inputs,
+                {**types, "f": FuncRef(node.op, given)}, node.device)
+
+
+def to_graph(fdef: tf.FunctionDef, func_attrs: dict, max_elements: int, library: dict | None = None) -> Graph:
+    """The body of `fdef` instantiated with `func_attrs` (the attrs of the calling FuncRef). With the
+    graph's `library`, a node whose op is one of its functions becomes a PartitionedCall."""
+    library = library or {}
     name = fdef.signature.name
     node_defs = [_instantiate(nd, func_attrs, name) for nd in fdef.node_def]
     try:
@@ -37,7 +48,7 @@ def to_graph(fdef: tf.FunctionDef, func_attrs: dict, max_elements: int) -> Graph
             raise InvalidGraph(f"function {name!r}: argument {arg.name!r} has the name of a node")
         nodes[arg.name] = Node(arg.name, ARG_OP, [], [], {"T": _arg_dtype(arg, func_attrs), "index": index})
     for node in nodes.values():
-        node.inputs = [_resolve(nodes, e, name, node.name) for e in node.inputs]
+        node.inputs = [_resolve(nodes, library, e, name, node.name) for e in node.inputs]
         for control in node.control_inputs:
             if control not in nodes:
                 raise InvalidGraph(f"function {name!r}: node {node.name!r} has a control input from "
@@ -47,7 +58,8 @@ def to_graph(fdef: tf.FunctionDef, func_attrs: dict, max_elements: int) -> Graph
     for out in fdef.signature.output_arg:
         if out.name not in fdef.ret:
             raise InvalidGraph(f"function {name!r} does not say what its output {out.name!r} returns")
-        rets.append(_resolve(nodes, Endpoint.parse(fdef.ret[out.name]), name, f"return {out.name}"))
+        rets.append(_resolve(nodes, library, Endpoint.parse(fdef.ret[out.name]), name, f"return {out.name}"))
+    nodes = {k: call_node(n, library[n.op]) if n.op in library else n for k, n in nodes.items()}
     return Graph(nodes, feeds=args, fetches=rets)
 
 
@@ -107,16 +119,23 @@ def _instantiate(nd: tf.NodeDef, func_attrs: dict, function: str) -> tf.NodeDef:
     return nd
 
 
-def _resolve(nodes: dict[str, Node], parsed: Endpoint, function: str, reader: str) -> Endpoint:
+def _resolve(nodes: dict[str, Node], library: dict, parsed: Endpoint, function: str, reader: str) -> Endpoint:
     """A FunctionDef input as a flat Endpoint. Endpoint.parse reads `node:out_arg:index` as node
-    `node:out_arg` and `arg` or `arg:0` as themselves; the output arg name is resolved here."""
+    `node:out_arg` and `arg` or `arg:0` as themselves; the output arg name is resolved here, through the
+    op's outputs or, for a call of a library function, the function's."""
     node, _, out_arg = parsed.node.partition(":")
     if node not in nodes:
         raise InvalidGraph(f"function {function!r}: {reader!r} reads {str(parsed)!r}; {node!r} is neither "
                            "an argument nor a node of the function")
     if not out_arg:
         return parsed
+    called = library.get(nodes[node].op)
     try:
-        return Endpoint(node, op_outputs.flat_index(nodes[node], out_arg, parsed.index))
+        if called is None:
+            return Endpoint(node, op_outputs.flat_index(nodes[node], out_arg, parsed.index))
+        outputs = [a.name for a in called.signature.output_arg]
+        if out_arg not in outputs or parsed.index != 0:
+            raise ValueError(f"function {called.signature.name!r} has outputs {outputs}")
+        return Endpoint(node, outputs.index(out_arg))
     except ValueError as e:
         raise InvalidGraph(f"function {function!r}: {reader!r} reads {str(parsed)!r}: {e}") from None

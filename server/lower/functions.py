@@ -53,7 +53,7 @@ class FunctionLibrary:
             if fdef is None:
                 raise InvalidGraph(f"{caller or 'a node'} calls function {ref.name!r}, which is not in the "
                                    "graph's function library")
-            graph = to_graph(fdef, ref.attrs, self.max_elements)
+            graph = to_graph(fdef, ref.attrs, self.max_elements, self.defs)
             body = self._bodies[key] = Body(graph, graph.topological_order())
         return body
 

@@ -6,7 +6,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.framework import function as tf_function
 
+from tests import tf1
 from tests.lower.test_variables import unfrozen
 from tests.oracle import assert_close, specs_of
 from xlacs import freeze
@@ -196,3 +198,24 @@ def test_variables_assigned_in_loops_and_branches_come_back(client):
     assert sorted(assigned) == sorted(variables)
     for name, value in assigned.items():
         assert_close(value, variables[name].numpy())
+
+
+def test_tf1_defun_calls_by_op_name(client):
+    """TF1's Defun calls a function through a node whose op is the function's name, in the graph and in
+    function bodies (where `node:output:0` names the called function's output)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        @tf_function.Defun(tf.float32, tf.float32)
+        def affine(a, b):
+            return a * b + 1.0, a - b
+
+        @tf_function.Defun(tf.float32)
+        def twice(a):
+            product, difference = affine(a, a + 1.0)
+            return product * 2.0 + difference
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        tf.identity(twice(x), name="y")
+    assert any(n.op.startswith("twice") for n in graph.as_graph_def().node)
+    x = rng.normal(size=(3,)).astype(np.float32)
+    got, = client.compile(graph.as_graph_def(), {"x:0": (np.float32, (3,))}, ["y:0"]).execute({"x:0": x})
+    assert_close(got, tf1.run(graph, {"x:0": x}, "y:0"))
