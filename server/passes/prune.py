@@ -46,6 +46,7 @@ def _function_refs(values) -> set[str]:
 def _proto_function_refs(function_def) -> set[str]:
     names = set()
     for node_def in function_def.node_def:
+        names.add(node_def.op)  # a node whose op is a library function calls it
         for attr in node_def.attr.values():
             if attr.HasField("func"):
                 names.add(attr.func.name)
