@@ -1,0 +1,1 @@
+"""The side-by-side benchmark suite: `scripts/bench` runs `python -m benchmarks.run` (see README, Benchmarks)."""

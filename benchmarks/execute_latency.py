@@ -1,6 +1,9 @@
 """Execute latency, p50 and p99, of every peer on the same frozen graph and input, timed interleaved: xlacs
-over loopback gRPC, in-process JAX on the program xlacs compiled, TF graph mode, TF XLA and tf2jax."""
+over loopback gRPC, in-process JAX on the program xlacs compiled (and, for the models of the execute goals,
+on the program compiled without weight lifting), TF graph mode, TF XLA and tf2jax."""
 from __future__ import annotations
+
+import dataclasses
 
 from benchmarks import peers
 from benchmarks.models import Model
@@ -8,7 +11,10 @@ from benchmarks.timing import interleaved
 from xlacs_server.service import CompilationService
 
 XLACS, IN_PROCESS, TF_GRAPH, TF_XLA, TF2JAX = "xlacs", "in-process JAX", "TF graph mode", "TF XLA", "tf2jax"
-PEERS = (XLACS, IN_PROCESS, TF_GRAPH, TF_XLA, TF2JAX)
+IN_PROCESS_EMBEDDED = "in-process JAX, weights embedded"
+PEERS = (XLACS, IN_PROCESS, TF_GRAPH, TF_XLA, TF2JAX, IN_PROCESS_EMBEDDED)
+# The models of the execute goals also run with weight lifting off: what lifting costs the program.
+EMBEDDED_FOR = ("MobileNetV2", "ResNet50")
 
 
 def _calls(client, service: CompilationService, model: Model, built: dict, errors: dict) -> dict:
@@ -22,6 +28,9 @@ def _calls(client, service: CompilationService, model: Model, built: dict, error
         TF_XLA: lambda: built.get("tf_xla_first_ms") or peers.tf_xla(pruned),
         TF2JAX: lambda: built.get("tf2jax_first_ms") or peers.tf2jax_jit(pruned, model),
     }
+    if model.name in EMBEDDED_FOR:
+        builders[IN_PROCESS_EMBEDDED] = lambda: peers.in_process_jax(
+            CompilationService(dataclasses.replace(service.settings, lift_threshold_bytes=0)), model)
     calls = {}
     for name, build in builders.items():
         try:

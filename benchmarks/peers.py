@@ -17,6 +17,8 @@ from xlacs_server.passes.registry import run_pipeline
 from xlacs_server.service import CompilationService, CompileSpec
 
 Call = Callable[..., list[np.ndarray]]
+# Each first-call measurement builds a new jit_compile function on purpose; TF warns of the retracing.
+tf.get_logger().setLevel("ERROR")
 
 try:
     import tf2jax

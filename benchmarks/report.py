@@ -64,8 +64,8 @@ def _execute(results: dict) -> list[str]:
     for name, row in results["execute"].items():
         p = row["peers"]
         x = p[XLACS]["p50_ms"]
-        rows.append([name, *(f"{_ms(p[peer]['p50_ms'])} / {_ms(p[peer]['p99_ms'])}" if peer in p else "failed"
-                             for peer in PEERS),
+        rows.append([name, *(f"{_ms(p[peer]['p50_ms'])} / {_ms(p[peer]['p99_ms'])}" if peer in p else
+                             "failed" if peer in row["errors"] else "—" for peer in PEERS),
                      *(_ratio(x, p[peer]["p50_ms"]) if peer in p else "—" for peer in PEERS[1:])])
         failures += [f"- {name}, {peer}: {e}" for peer, e in row["errors"].items()]
     errors = [f"{name}: " + ", ".join(f"{peer} {e:.0e}" for peer, e in row["max_relative_error_vs_tf_graph"].items())
@@ -76,7 +76,9 @@ def _execute(results: dict) -> list[str]:
             "per model in 5 turns, so that load from elsewhere lands on all of them. xlacs is a separate "
             "`xlacs serve` process over loopback gRPC; *in-process JAX* calls the very program xlacs compiled "
             "(same passes, lowering and PJRT options) in the benchmark's process, so *xlacs / in-process JAX* is "
-            "the service overhead. Ratios are of p50s; below 1 xlacs is faster.", "",
+            "the service overhead; for the models of the execute goals, *weights embedded* is the same graph "
+            "compiled with `lift_threshold_bytes=0`, every weight a constant of the program. Ratios are of "
+            "p50s; below 1 xlacs is faster.", "",
             *_table(["Model", *PEERS, *(f"xlacs / {peer}" for peer in PEERS[1:])], rows),
             *(["Peers that could not run a model:", "", *failures, ""] if failures else []),
             "Largest difference from TF graph mode's outputs, relative to the output's scale: " +

@@ -46,7 +46,7 @@ MODES = {
     "quick": Budget(compile_rounds=1, l1_repeats=3, execute_s=1.5, tiny_s=2, transfer_mb=(1, 64), transfer_s=1,
                     concurrencies=(1, 4, 16, 64), throughput_s=2, chain_layers=(10, 100, 400),
                     weight_mb=(1, 16, 64), profile_s=2),
-    "full": Budget(compile_rounds=3, l1_repeats=10, execute_s=10, tiny_s=10, transfer_mb=(1, 64, 512),
+    "full": Budget(compile_rounds=3, l1_repeats=10, execute_s=6, tiny_s=10, transfer_mb=(1, 64, 512),
                    transfer_s=5, concurrencies=(1, 4, 16, 64), throughput_s=8, chain_layers=(10, 100, 400, 1000),
                    weight_mb=(1, 16, 64, 256), profile_s=4),
 }
