@@ -1,12 +1,12 @@
 """Nodes whose op is a library function (how TF1's Defun calls one) become the PartitionedCall nodes
-they stand for, so that checks and lowering see one kind of call. Runs after inline_calls, which may
-bring such nodes in from the bodies it inlines."""
+they stand for, so that functionalization, inlining, checks and lowering see one kind of call. In
+function bodies, function_def.to_graph does the same."""
 from xlacs_server.graph.function_def import call_node
 from xlacs_server.graph.ir import Graph
 from xlacs_server.passes.registry import Grouping, register_pass
 
 
-@register_pass(Grouping.POST_IMPORT, phase=25)
+@register_pass(Grouping.POST_IMPORT, phase=5)
 def function_call_nodes(graph: Graph) -> Graph:
     if not any(node.op in graph.library for node in graph.nodes.values()):
         return graph

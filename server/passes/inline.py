@@ -17,7 +17,7 @@ def _inline_call(graph: Graph, call: Node, nodes: dict[str, Node]) -> dict[Endpo
     """Adds the body of `call` to `nodes` (names prefixed with the call's); returns the call's outputs
     mapped to the endpoints that now compute them."""
     ref = call.attrs["f"]
-    body = to_graph(graph.library[ref.name], ref.attrs, Settings.max_tensor_elements)
+    body = to_graph(graph.library[ref.name], ref.attrs, Settings.max_tensor_elements, graph.library)
     prefix = f"{call.name}/"
     args = {e.node: call.inputs[i] for i, e in enumerate(body.feeds)}
 

@@ -201,10 +201,10 @@ def test_variables_assigned_in_loops_and_branches_come_back(client):
 
 
 def test_tf1_defun_calls_by_op_name(client):
-    """TF1's Defun calls a function through a node whose op is the function's name, in the graph and in
-    function bodies (where `node:output:0` names the called function's output)."""
+    """TF1's Defun calls a function through a node whose op is the function's name, in the graph, in a
+    TF1 loop and in function bodies (where `node:output:0` names the called function's output)."""
     graph = tf.Graph()
-    with graph.as_default():
+    with tf1.control_flow_v1(), graph.as_default():
         @tf_function.Defun(tf.float32, tf.float32)
         def affine(a, b):
             return a * b + 1.0, a - b
@@ -214,7 +214,9 @@ def test_tf1_defun_calls_by_op_name(client):
             product, difference = affine(a, a + 1.0)
             return product * 2.0 + difference
         x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
-        tf.identity(twice(x), name="y")
+        looped = tf.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, tf.ensure_shape(twice(a), [3]) * 0.1),
+                               (0, x))[1]
+        tf.identity(twice(x) + looped, name="y")
     assert any(n.op.startswith("twice") for n in graph.as_graph_def().node)
     x = rng.normal(size=(3,)).astype(np.float32)
     got, = client.compile(graph.as_graph_def(), {"x:0": (np.float32, (3,))}, ["y:0"]).execute({"x:0": x})
