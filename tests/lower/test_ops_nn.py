@@ -236,7 +236,7 @@ def quant_inputs(shape):
     return x
 
 
-@pytest.mark.parametrize("num_bits,narrow_range", [(8, False), (8, True), (4, False)], ids=str)
+@pytest.mark.parametrize("num_bits,narrow_range", [(8, False), (8, True), (4, False), (16, False)], ids=str)
 @pytest.mark.parametrize("low,high", [(-6.0, 6.0), (-0.3, 5.1), (0.2, 3.0)], ids=str)
 def test_fake_quant(client, low, high, num_bits, narrow_range):
     attrs = dict(num_bits=num_bits, narrow_range=narrow_range)
@@ -246,8 +246,10 @@ def test_fake_quant(client, low, high, num_bits, narrow_range):
                 raw.FakeQuantWithMinMaxArgsGradient(gradients=g, inputs=x, min=low, max=high, **attrs),
                 raw.FakeQuantWithMinMaxVars(inputs=x, min=lo, max=hi, **attrs),
                 *raw.FakeQuantWithMinMaxVarsGradient(gradients=g, inputs=x, min=lo, max=hi, **attrs))
-    compile_and_compare(client, fn, [quant_inputs((4, 6)), rand((4, 6)), np.float32(low), np.float32(high)],
-                        **QUANT_TOLERANCE)
+    # Half steps of the unnudged range land on or next to rounding ties of the nudged one.
+    half_steps = (low + np.arange(64) * np.float32((high - low) / (2 * ((1 << num_bits) - 1)))).astype(np.float32)
+    x = np.concatenate([quant_inputs((40,)), half_steps]).reshape(8, 13)
+    compile_and_compare(client, fn, [x, rand((8, 13)), np.float32(low), np.float32(high)], **QUANT_TOLERANCE)
 
 
 def test_fake_quant_per_channel(client):
@@ -255,7 +257,8 @@ def test_fake_quant_per_channel(client):
         return (raw.FakeQuantWithMinMaxVarsPerChannel(inputs=x, min=lo, max=hi),
                 *raw.FakeQuantWithMinMaxVarsPerChannelGradient(gradients=g, inputs=x, min=lo, max=hi))
     compile_and_compare(client, fn, [quant_inputs((2, 3, 4)), rand((2, 3, 4)),
-                                     np.array([-6, -0.3, 0.2, -1], np.float32), np.array([6, 5.1, 3, 0.5], np.float32)],
+                                     np.array([-6, -0.3, 0, -1], np.float32),  # a [0, 0] range gives zeros
+                                     np.array([6, 5.1, 0, 0.5], np.float32)],
                         **QUANT_TOLERANCE)
 
 

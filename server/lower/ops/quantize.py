@@ -5,37 +5,46 @@ from jax import lax
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.ops.array import scalar
-from xlacs_server.lower.ops.numerics import divide
+from xlacs_server.lower.ops.numerics import divide, multiply, rounded, wide
 from xlacs_server.lower.registry import register_op
 
 F32 = np.float32
 
 
 def nudge(min, max, num_bits: int, narrow_range: bool):
-    """(nudged_min, nudged_max, scale), moving the range so that real zero is exactly representable."""
+    """(nudged_min, nudged_max, scale, inverse_scale): the range moves so that real zero is a step."""
     quant_min, quant_max = F32(1 if narrow_range else 0), F32((1 << num_bits) - 1)
     min, max = jnp.asarray(min, F32), jnp.asarray(max, F32)
     scale = divide(max - min, quant_max - quant_min)
+    inverse_scale = divide(quant_max - quant_min, max - min)  # TF's, rather than 1 / scale
     zero_point_from_min = quant_min - divide(min, scale)
     zero_point = jnp.clip(lax.round(zero_point_from_min, lax.RoundingMethod.AWAY_FROM_ZERO), quant_min, quant_max)
-    return (quant_min - zero_point) * scale, (quant_max - zero_point) * scale, scale
+    return (quant_min - zero_point) * scale, (quant_max - zero_point) * scale, scale, inverse_scale
 
 
-def fake_quant(inputs, min, max, num_bits, narrow_range, by_division=True):
-    """TF's Vars kernels divide by the scale; its Args kernel multiplies by the scale's inverse."""
-    nudged_min, nudged_max, scale = nudge(min, max, num_bits, narrow_range)
+def no_range(min, max):
+    """TF's kernels give zeros (and pass gradients through) when min and max are both zero."""
+    return (jnp.asarray(min) == 0) & (jnp.asarray(max) == 0)
+
+
+def fake_quant(inputs, min, max, num_bits, narrow_range, by_division):
+    """TF's Vars kernel divides by the scale; its Args and PerChannel kernels multiply by the inverse."""
+    nudged_min, nudged_max, scale, inverse_scale = nudge(min, max, num_bits, narrow_range)
+    quant_zero = jnp.floor(rounded(wide(multiply(-nudged_min, inverse_scale)) + 0.5, F32))
     shifted = jnp.clip(inputs, nudged_min, nudged_max) - nudged_min
-    steps = divide(shifted, scale) if by_division else shifted * divide(F32(1), scale)
-    return jnp.floor(steps + F32(0.5)) * scale + nudged_min
+    steps = divide(shifted, scale) if by_division else multiply(shifted, inverse_scale)
+    level = jnp.floor(rounded(rounded(wide(steps) - quant_zero, F32) + 0.5, F32))  # TF's float32 steps
+    return jnp.where(no_range(min, max), F32(0), level.astype(F32) * scale)
 
 
 def fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, reduce_axes):
     """(backprop wrt inputs, wrt min, wrt max): inside the nudged range the op is the identity."""
-    nudged_min, nudged_max, _ = nudge(min, max, num_bits, narrow_range)
+    nudged_min, nudged_max, _, _ = nudge(min, max, num_bits, narrow_range)
     zero = jnp.zeros((), gradients.dtype)
-    inside = jnp.where((inputs >= nudged_min) & (inputs <= nudged_max), gradients, zero)
-    below = jnp.sum(jnp.where(inputs < nudged_min, gradients, zero), axis=reduce_axes)
-    above = jnp.sum(jnp.where(inputs > nudged_max, gradients, zero), axis=reduce_axes)
+    unranged = no_range(min, max)
+    inside = jnp.where(((inputs >= nudged_min) & (inputs <= nudged_max)) | unranged, gradients, zero)
+    below = jnp.sum(jnp.where((inputs < nudged_min) & ~unranged, gradients, zero), axis=reduce_axes)
+    above = jnp.sum(jnp.where((inputs > nudged_max) & ~unranged, gradients, zero), axis=reduce_axes)
     return [inside, below, above]
 
 
@@ -53,9 +62,14 @@ def fake_quant_args_gradient(ctx, gradients, inputs, *, min=-6.0, max=6.0, num_b
     return fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, ())[:1]
 
 
-@register_op("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel")
+@register_op("FakeQuantWithMinMaxVars")
 def fake_quant_vars(ctx, inputs, min, max, *, num_bits=8, narrow_range=False):
-    return [fake_quant(inputs, min, max, num_bits, narrow_range)]
+    return [fake_quant(inputs, min, max, num_bits, narrow_range, by_division=True)]
+
+
+@register_op("FakeQuantWithMinMaxVarsPerChannel")
+def fake_quant_vars_per_channel(ctx, inputs, min, max, *, num_bits=8, narrow_range=False):
+    return [fake_quant(inputs, min, max, num_bits, narrow_range, by_division=False)]
 
 
 @register_op("FakeQuantWithMinMaxVarsGradient")
@@ -69,7 +83,7 @@ def fake_quant_vars_per_channel_gradient(ctx, gradients, inputs, min, max, *, nu
 
 
 ROUNDING = {"HALF_TO_EVEN": lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
-            "HALF_UP": lambda x: jnp.floor(x + jnp.asarray(0.5, x.dtype))}
+            "HALF_UP": lambda x: jnp.floor(x + jnp.asarray(0.5, x.dtype))}  # x rounded: see multiply
 
 
 def along(vector, axis: int | None, ndim: int):
@@ -106,7 +120,7 @@ def quantize_and_dequantize(input, input_min, input_max, *, signed_input, num_bi
     if range_given:  # clamping to the adjusted range only keeps the quantized values in their type's range
         input = jnp.clip(input, jnp.where(use_min, min_range, min_q * inverse_scale),
                          jnp.where(use_min, max_q * inverse_scale, max_range))
-    return ROUNDING[round_mode](input * scale) * inverse_scale
+    return ROUNDING[round_mode](multiply(input, scale)) * inverse_scale
 
 
 @register_op("QuantizeAndDequantizeV2", "QuantizeAndDequantizeV4", dtypes=D.FLOAT)

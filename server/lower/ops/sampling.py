@@ -11,7 +11,7 @@ from jax import lax
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.ops.image import F32, RESIZE_DTYPES, H, W, output_size, resample, transpose_of
-from xlacs_server.lower.ops.numerics import divide
+from xlacs_server.lower.ops.numerics import divide, multiply
 from xlacs_server.lower.registry import register_op
 
 CROP_DTYPES = (np.float16, np.float32, np.float64) + D.SIGNED + (np.uint8, np.uint16)
@@ -115,7 +115,7 @@ def crop_positions(low, high, crop_size: int, image_size: int):
     if crop_size == 1:  # the box's centre; TF's kernel multiplies in double
         return (0.5 * (low + high).astype(np.float64) * (image_size - 1)).astype(F32)[:, None]
     scale = divide((high - low) * last, F32(crop_size - 1))
-    return low[:, None] * last + jnp.arange(crop_size, dtype=F32)[None, :] * scale[:, None]
+    return multiply(low[:, None], last) + multiply(jnp.arange(crop_size, dtype=F32)[None, :], scale[:, None])
 
 
 def crop_and_resize(image, boxes, box_ind, crop_size: tuple[int, int], method: str, extrapolation_value: float):
