@@ -266,7 +266,7 @@ class CompilationService:
     def check_graph(self, graph_def: bytes, device: str) -> tuple[collections.Counter, dict[str, list[str]], int]:
         graph = import_graph(graph_def, self.settings)
         histogram = collections.Counter(n.op for n in graph.nodes.values())
-        nodes = [*graph.nodes.values(), *check.function_nodes(graph)]
+        nodes = [*check.graph_calls(graph), *check.function_nodes(graph)]
         return histogram, check.unsupported_ops(nodes, self.devices.resolve(device).platform), \
             len(graph.nodes)
 

@@ -2,7 +2,7 @@
 import dataclasses
 
 from xlacs_server.errors import LoweringFailed, UnsupportedOps
-from xlacs_server.graph.function_def import ARG_OP
+from xlacs_server.graph.function_def import ARG_OP, call_node
 from xlacs_server.graph.ir import Graph, Node
 from xlacs_server.lower import registry
 from xlacs_server.lower.functions import FunctionLibrary
@@ -15,9 +15,14 @@ FUNCTIONALIZED_OPS = frozenset({"Enter", "Exit", "NextIteration", "LoopCond", "S
 def function_nodes(graph: Graph) -> list[Node]:
     """The nodes of every library function that the graph calls, directly or through other functions,
     named `function/node`. Functions nothing calls are not looked at."""
-    reached = FunctionLibrary(graph.library).reached(graph.nodes.values())
+    reached = FunctionLibrary(graph.library).reached(graph_calls(graph))
     return [dataclasses.replace(node, name=f"{function}/{node.name}") for function, body in reached.items()
             for node in body.graph.nodes.values() if node.op != ARG_OP]
+
+
+def graph_calls(graph: Graph) -> list[Node]:
+    """The graph's nodes, with a call by op name (TF1's Defun) as the PartitionedCall it stands for."""
+    return [call_node(n, graph.library[n.op]) if n.op in graph.library else n for n in graph.nodes.values()]
 
 
 def unsupported_ops(nodes, platform: str) -> dict[str, list[str]]:

@@ -218,6 +218,7 @@ def test_tf1_defun_calls_by_op_name(client):
                                (0, x))[1]
         tf.identity(twice(x) + looped, name="y")
     assert any(n.op.startswith("twice") for n in graph.as_graph_def().node)
+    assert not client.check(graph.as_graph_def().SerializeToString()).unsupported
     x = rng.normal(size=(3,)).astype(np.float32)
     got, = client.compile(graph.as_graph_def(), {"x:0": (np.float32, (3,))}, ["y:0"]).execute({"x:0": x})
     assert_close(got, tf1.run(graph, {"x:0": x}, "y:0"))
