@@ -46,7 +46,9 @@ def test_tiny_round_trip_and_transfer_render_as_goals(client, service):
 
 def test_goal_verdicts_say_by_how_much():
     slower = goals.Goal("x", "faster", 1, "×", value=1.25)
-    assert (slower.passed, slower.verdict, slower.ratio_text) == (False, "**fail**: 1.2× the bound", "1.25× (≤ 1.00×)")
+    assert (slower.passed, slower.verdict, slower.ratio_text) == (False, "**fail**: 25% over", "1.25× (≤ 1.00×)")
+    assert goals.Goal("x", "faster", 1, "×", value=3).verdict == "**fail**: 3.0× the bound"
+    assert goals.Goal("x", "faster", 1, "×", value=0.5).verdict == "**pass**"
     short = goals.Goal("t", "fast", 1, " GB/s", higher_is_better=True, value=0.25)
     assert (short.passed, short.verdict) == (False, "**fail**: 75% short")
     assert goals.Goal("l2", "cheap", 0.02, "%", value=0.01).ratio_text == "1.0% (≤ 2.0%)"
