@@ -8,6 +8,7 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.numerics import multiply
 from xlacs_server.lower.registry import register_op
 
 F32 = np.float32
@@ -78,7 +79,7 @@ def hue_and_range(r, g, b):
 @register_op("AdjustHue", dtypes=ADJUST_DTYPES)
 def adjust_hue(ctx, images, delta, *, T=np.dtype(F32)):
     hue, smallest, largest = hue_and_range(*channels(images.astype(F32)))
-    hue = hue + delta.astype(F32) * 6
+    hue = hue + multiply(delta.astype(F32), F32(6))  # rounded before the sum: the sector is truncated from it
     hue = add_while(add_while(hue, lambda h: h < 0, F32(6)), lambda h: h >= 6, F32(-6))
     sector = hue.astype(jnp.int32)
     ratio = hue - sector
