@@ -30,15 +30,17 @@ def relu6(ctx, features, *, T):
     return [jnp.clip(features, zero(features), jnp.full((), 6, features.dtype))]
 
 
+# TF's kernels compute exp(x) - 1, not expm1(x), which differs near zero.
+
 @register_op("Elu", dtypes=D.FLOAT)
 def elu(ctx, features, *, T):
-    return [jnp.where(features < 0, jnp.expm1(features), features)]
+    return [jnp.where(features < 0, jnp.exp(features) - 1, features)]
 
 
 @register_op("Selu", dtypes=D.FLOAT)
 def selu(ctx, features, *, T):
     scale, scale_alpha = jnp.asarray(SELU_SCALE, T), jnp.asarray(SELU_SCALE * SELU_ALPHA, T)
-    return [jnp.where(features < 0, scale_alpha * jnp.expm1(features), scale * features)]
+    return [jnp.where(features < 0, scale_alpha * (jnp.exp(features) - 1), scale * features)]
 
 
 @register_op("LeakyRelu", dtypes=D.FLOAT)
