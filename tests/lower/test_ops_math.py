@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from tests.lower.raw_ops import has_cpu_kernel, name, op, rand, tolerance
+from tests.lower.raw_ops import compare_per_dtype, has_cpu_kernel, name, op, rand, tolerance
 from tests.oracle import assert_close, compile_and_compare
 from xlacs import dtypes as wire_dtypes, freeze
 from xlacs.v1 import tf_graph_pb2 as xlacs_tf
@@ -35,9 +35,9 @@ def dtypes_for(op_name, candidates):
 
 
 def cases(ops, candidates, exclude=()):
-    """(op, dtype) params; ops registered without a dtype constraint (the logical ops) have their own tests."""
-    return [pytest.param(o, d, id=f"{o}-{name(d)}") for o in ops if o not in exclude and registered(o).dtypes
-            for d in dtypes_for(o, candidates)]
+    """(op, dtypes) params; ops registered without a dtype constraint (the logical ops) have their own tests."""
+    return [pytest.param(o, dtypes_for(o, candidates), id=o) for o in ops if o not in exclude and registered(o).dtypes
+            and dtypes_for(o, candidates)]
 
 
 def _tf_default(attr_def):
@@ -85,14 +85,19 @@ def nonzero(x):
     return np.where(x == 0, np.ones_like(x), x)
 
 
-@pytest.mark.parametrize("op_name,dtype", cases(module_ops("unary", 1), UNARY_DTYPES))
-def test_unary(client, op_name, dtype):
-    if op_name == "Round" and np.dtype(dtype).kind == "i":
-        pytest.skip("TF's CPU kernel rounds integers to 0; see test_round_integers")
-    x = rand((2, 3, 4), dtype, *DOMAINS.get(op_name, (-3, 3)))
-    x = nonzero(x) if op_name in NONZERO else x
-    attrs = {"Tout": tf.as_dtype(np.real(x).dtype)} if op_name in ("Real", "Imag", "Angle", "ComplexAbs") else {}
-    compile_and_compare(client, op(op_name, **attrs), [x], **tolerance(dtype))
+@pytest.mark.parametrize("op_name,dtypes", cases(module_ops("unary", 1), UNARY_DTYPES))
+def test_unary(client, op_name, dtypes):
+    if op_name == "Round":  # TF's CPU kernel rounds integers to 0; see test_round_integers
+        dtypes = [d for d in dtypes if np.dtype(d).kind != "i"]
+
+    def inputs_of(dtype):
+        x = rand((2, 3, 4), dtype, *DOMAINS.get(op_name, (-3, 3)))
+        return [nonzero(x) if op_name in NONZERO else x]
+
+    def fn_of(dtype):
+        complex_part = op_name in ("Real", "Imag", "Angle", "ComplexAbs")
+        return op(op_name, **{"Tout": tf.as_dtype(np.real(np.zeros((), dtype)).dtype)} if complex_part else {})
+    compare_per_dtype(client, fn_of, inputs_of, dtypes)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=name)
@@ -112,10 +117,9 @@ def test_round_integers(client, dtype):
     assert_close(got, tf.math.round(x).numpy())
 
 
-@pytest.mark.parametrize("op_name,dtype", cases(module_ops("unary", 2), [np.float32, np.float64, np.complex64]))
-def test_unary_gradients(client, op_name, dtype):
-    y = rand((3, 4), dtype, 0.1, 0.9)
-    compile_and_compare(client, op(op_name), [y, rand((3, 4), dtype)], **tolerance(dtype))
+@pytest.mark.parametrize("op_name,dtypes", cases(module_ops("unary", 2), [np.float32, np.float64, np.complex64]))
+def test_unary_gradients(client, op_name, dtypes):
+    compare_per_dtype(client, lambda d: op(op_name), lambda d: [rand((3, 4), d, 0.1, 0.9), rand((3, 4), d)], dtypes)
 
 
 def test_logical_not(client):
@@ -146,10 +150,10 @@ def binary_inputs(op_name, dtype, shapes=((2, 3, 4), (3, 1))):
     return x, nonzero(y) if op_name in NONZERO - {"DivNoNan"} else y
 
 
-@pytest.mark.parametrize("op_name,dtype", cases(module_ops("binary", 2), BINARY_DTYPES,
-                                                exclude={"Polygamma", "Complex", "ApproximateEqual"}))
-def test_binary(client, op_name, dtype):
-    compile_and_compare(client, op(op_name), list(binary_inputs(op_name, dtype)), **tolerance(dtype))
+@pytest.mark.parametrize("op_name,dtypes", cases(module_ops("binary", 2), BINARY_DTYPES,
+                                                 exclude={"Polygamma", "Complex", "ApproximateEqual"}))
+def test_binary(client, op_name, dtypes):
+    compare_per_dtype(client, lambda d: op(op_name), lambda d: list(binary_inputs(op_name, d)), dtypes)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=name)
@@ -275,16 +279,20 @@ def test_broadcast_to(client, dtype):
 REDUCE_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.uint8, np.complex64]
 
 
-@pytest.mark.parametrize("axis", [[0], [1, -1], [], [0, 1, 2]], ids=str)
-@pytest.mark.parametrize("op_name,dtype", cases(["Sum", "Prod", "Mean", "Max", "Min", "EuclideanNorm"],
-                                                REDUCE_DTYPES))
-def test_reductions(client, op_name, dtype, axis):
-    low, high = (0.5, 1.5) if op_name == "Prod" else (-3, 3)
-    x = rand((2, 3, 4), dtype, low, high) if np.dtype(dtype).kind != "u" else rand((2, 3, 4), dtype, 0, 9)
-    fn = op(op_name)
-    compile_and_compare(client, lambda x: [fn(x, tf.constant(axis, tf.int32)),
-                                           op(op_name, keep_dims=True)(x, tf.constant(axis, tf.int64))],
-                        [x], **tolerance(dtype))
+@pytest.mark.parametrize("op_name,dtypes", cases(["Sum", "Prod", "Mean", "Max", "Min", "EuclideanNorm"],
+                                                 REDUCE_DTYPES))
+def test_reductions(client, op_name, dtypes):
+    """Over one axis, a negative one, none, all, with and without keep_dims, int32 and int64 axes."""
+    def inputs_of(dtype):
+        low, high = (0.5, 1.5) if op_name == "Prod" else (0, 9) if np.dtype(dtype).kind == "u" else (-3, 3)
+        return [rand((2, 3, 4), dtype, low, high)]
+
+    def fn_of(dtype):
+        return lambda x: [op(op_name, keep_dims=keep)(x, tf.constant(axis, index))
+                          for axis, keep, index in [([0], False, tf.int32), ([1, -1], True, tf.int64),
+                                                    ([], False, tf.int32), ([0, 1, 2], True, tf.int32),
+                                                    ([2, 0], False, tf.int64)]]
+    compare_per_dtype(client, fn_of, inputs_of, dtypes)
 
 
 @pytest.mark.parametrize("op_name", ["All", "Any"])
@@ -307,33 +315,37 @@ def test_l2_loss(client, dtype):
     compile_and_compare(client, op("L2Loss"), [rand((3, 4), dtype)], **tolerance(dtype))
 
 
-@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("op_name,dtype", cases(["Cumsum", "Cumprod", "CumulativeLogsumexp"],
-                                                [np.float32, np.float64, np.int32, np.complex64]))
-def test_cumulative(client, op_name, dtype, exclusive, reverse):
-    x = rand((3, 4, 5), dtype, 0.5, 1.5) if op_name == "Cumprod" else rand((3, 4, 5), dtype)
-    fn = op(op_name, exclusive=exclusive, reverse=reverse)
-    compile_and_compare(client, lambda x: [fn(x, tf.constant(1)), fn(x, tf.constant(-1, tf.int64))], [x],
-                        **tolerance(dtype))
+@pytest.mark.parametrize("op_name,dtypes", cases(["Cumsum", "Cumprod", "CumulativeLogsumexp"],
+                                                 [np.float32, np.float64, np.int32, np.complex64]))
+def test_cumulative(client, op_name, dtypes):
+    """Every combination of exclusive and reverse, along a middle and a negative axis."""
+    def inputs_of(dtype):
+        return [rand((3, 4, 5), dtype, 0.5, 1.5) if op_name == "Cumprod" else rand((3, 4, 5), dtype)]
+
+    def fn_of(dtype):
+        return lambda x: [op(op_name, exclusive=exclusive, reverse=reverse)(x, axis)
+                          for exclusive in (False, True) for reverse in (False, True)
+                          for axis in (tf.constant(1), tf.constant(-1, tf.int64))]
+    compare_per_dtype(client, fn_of, inputs_of, dtypes)
 
 
 # ---- segment reductions and counting -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("op_name,dtype", cases(["SegmentSum", "SegmentProd", "SegmentMax", "SegmentMin", "SegmentMean"],
-                                                [np.float32, np.int32, np.complex64]))
-def test_segment_reductions(client, op_name, dtype):
+@pytest.mark.parametrize("op_name,dtypes", cases(["SegmentSum", "SegmentProd", "SegmentMax", "SegmentMin",
+                                                  "SegmentMean"], [np.float32, np.int32, np.complex64]))
+def test_segment_reductions(client, op_name, dtypes):
     """Sorted ids with a gap (an empty segment) and 2-D data; the output length comes from the constant ids."""
     ids = tf.constant([0, 0, 1, 3, 3, 3], tf.int64)
-    compile_and_compare(client, lambda x: op(op_name)(x, ids), [rand((6, 4), dtype, 1, 3)], **tolerance(dtype))
+    compare_per_dtype(client, lambda d: lambda x: op(op_name)(x, ids), lambda d: [rand((6, 4), d, 1, 3)], dtypes)
 
 
-@pytest.mark.parametrize("op_name,dtype", cases(["UnsortedSegmentSum", "UnsortedSegmentProd", "UnsortedSegmentMax",
-                                                 "UnsortedSegmentMin"], [np.float32, np.int32, np.uint8]))
-def test_unsorted_segment_reductions(client, op_name, dtype):
+@pytest.mark.parametrize("op_name,dtypes", cases(["UnsortedSegmentSum", "UnsortedSegmentProd", "UnsortedSegmentMax",
+                                                  "UnsortedSegmentMin"], [np.float32, np.int32, np.uint8]))
+def test_unsorted_segment_reductions(client, op_name, dtypes):
     """Unordered 2-D ids, a negative (dropped) id, and empty segments, which hold the reduction's identity."""
     ids = np.array([[2, 0, -1], [2, 4, 0]], np.int32)
-    compile_and_compare(client, lambda x, ids: op(op_name)(x, ids, tf.constant(6)), [rand((2, 3, 4), dtype, 1, 3),
-                                                                                    ids])
+    compare_per_dtype(client, lambda d: lambda x, ids: op(op_name)(x, ids, tf.constant(6)),
+                      lambda d: [rand((2, 3, 4), d, 1, 3), ids], dtypes)
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.float32], ids=name)
