@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.lower.test_variables import unfrozen
 from tests.oracle import specs_of
 from xlacs import freeze
 
@@ -185,3 +186,33 @@ def test_multinomial_and_shuffle(client):
                                    np.bincount(want[row], minlength=3) / N, atol=0.02)
     assert (np.sort(shuffled[:, 0]) == x[:, 0]).all() and (shuffled[:, 1] == shuffled[:, 0] + 1).all()
     assert (shuffled != x).any()
+
+
+def test_generator(client):
+    """tf.random.Generator's graph (RngReadAndSkip feeding the V2 ops) and the older Stateful* ops draw from the
+    generator's state variable, which comes back advanced: the same state replays, the next one does not."""
+    gen = tf.random.Generator.from_seed(3)
+    alg = np.int64(gen.algorithm)
+
+    @tf.function
+    def draw():
+        return [gen.normal(SHAPE), gen.uniform(SHAPE, minval=-5, maxval=7, dtype=tf.int32),
+                gen.truncated_normal(SHAPE), gen.uniform(SHAPE, dtype=tf.float64),
+                raw.StatefulStandardNormalV2(resource=gen.state.handle, algorithm=alg, shape=SHAPE),
+                raw.StatefulUniformInt(resource=gen.state.handle, algorithm=alg, shape=SHAPE, minval=np.int64(0),
+                                       maxval=np.int64(9))]
+    data, feeds, fetches, variables = unfrozen(draw)
+    ((name, (spec, state)),) = variables.items()
+    executable = client.compile(data, {name: spec}, fetches)
+    state_input = "variables/" + name.rsplit(":", 1)[0]
+    start = state.numpy()
+    *got, advanced = executable.execute({state_input: start})
+    want = [w.numpy() for w in draw()]
+    for g, w, support in zip(got, want, [None, (-5, 6), (-2, 2), (0, 1), None, (0, 8)]):
+        assert_same_distribution(g, w, support)
+    assert (advanced != start).any()
+    *replayed, _ = executable.execute({state_input: start})
+    *following, _ = executable.execute({state_input: advanced})
+    for first, again, then in zip(got, replayed, following):
+        np.testing.assert_array_equal(first, again)
+        assert np.mean(first == then) < 0.2

@@ -1,9 +1,10 @@
 """Random number ops, on JAX's counter-based PRNG (threefry), deterministic for a given seed.
 
 The numbers are not TF's Philox stream; what matches TF is each op's distribution, shape and dtype, and that
-a stateless op is a pure function of its seed (or key and counter). The stateful ops (RandomUniform, ...) draw
-from their `seed`/`seed2` attrs; with both 0, TF would pick a fresh seed per run, we derive one from the node
-name, so every op still gets its own stream and an executable replays the same numbers on each run.
+a stateless op is a pure function of its seed (or key and counter). The seeded stateful ops (RandomUniform, ...)
+draw from their `seed`/`seed2` attrs; with both 0, TF would pick a fresh seed per run, we derive one from the
+node name, so every op still gets its own stream and an executable replays the same numbers on each run. The
+tf.random.Generator ops (RngReadAndSkip, Stateful*) draw from the generator's state variable and advance it.
 """
 import functools
 import zlib
@@ -245,3 +246,56 @@ def random_gamma(ctx, shape, alpha, *, S, T, seed=0, seed2=0):
              foldable=False)
 def random_poisson_v2(ctx, shape, rate, *, S, R=np.dtype(np.float64), dtype=INT64, seed=0, seed2=0):
     return [jax.random.poisson(attr_key(ctx, seed, seed2), _real(rate), _shape(shape) + rate.shape).astype(dtype)]
+
+
+# ---- tf.random.Generator: a state variable [counter words..., key] read and advanced by each draw -------------
+
+def read_and_skip(resource, delta):
+    """The generator state before this draw; the variable's counter (every word but the key) moves by delta."""
+    state = resource.value
+    words = lax.bitcast_convert_type(state, np.uint64)
+    low = words[0] + jnp.asarray(delta).astype(np.uint64)
+    words = words.at[0].set(low)
+    if words.shape[0] > 2:  # Philox's 128-bit counter: carry into its high word
+        words = words.at[1].add((low < lax.bitcast_convert_type(state, np.uint64)[0]).astype(np.uint64))
+    resource.assign(lax.bitcast_convert_type(words, state.dtype))
+    return state
+
+
+@register_op("RngReadAndSkip", foldable=False)
+def rng_read_and_skip(ctx, resource, alg, delta):
+    return [read_and_skip(resource, delta)]
+
+
+@register_op("RngSkip", foldable=False)
+def rng_skip(ctx, resource, algorithm, delta):
+    read_and_skip(resource, delta)
+    return []
+
+
+def _generator_draw(resource, shape):
+    """A key from the generator's state, which then moves past the draw so that the next one differs."""
+    shape = _shape(shape)
+    return key_from(read_and_skip(resource, np.uint64(max(1, int(np.prod(shape, dtype=np.int64)))))), shape
+
+
+def generator(distribution, ctx, resource, algorithm, shape, *, dtype=FLOAT32, shape_dtype=INT64):
+    return [distribution(*_generator_draw(resource, shape), dtype)]
+
+
+for _op, _distribution in {"StatefulUniform": uniform, "StatefulStandardNormalV2": normal,
+                           "StatefulTruncatedNormal": truncated_normal}.items():
+    register_op(_op, dtypes=D.FLOAT, type_attr="dtype", constant_inputs=("shape",), foldable=False)(
+        functools.partial(generator, _distribution))
+
+
+@register_op("StatefulUniformFullInt", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateful_uniform_full_int(ctx, resource, algorithm, shape, *, dtype=np.dtype(np.uint64), shape_dtype=INT64):
+    return [uniform_full_int(*_generator_draw(resource, shape), dtype)]
+
+
+@register_op("StatefulUniformInt", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
+             foldable=False)
+def stateful_uniform_int(ctx, resource, algorithm, shape, minval, maxval, *, dtype=INT64, shape_dtype=INT64):
+    return [uniform_int(*_generator_draw(resource, shape), dtype, minval, maxval)]
