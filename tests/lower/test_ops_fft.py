@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from tests.lower.raw_ops import name, op, rand, tolerance
-from tests.oracle import compile_and_compare
+from tests.oracle import assert_close, compile_and_compare, specs_of
+from xlacs import freeze
 
 SUFFIXES = {1: "", 2: "2D", 3: "3D"}
 
@@ -42,3 +43,28 @@ def test_fft_length_from_the_input_shape_stays_constant(client):
         length = tf.shape(x)[-1:] - 2
         return op("IRFFT")(op("RFFT")(x, length), length)
     compile_and_compare(client, fn, [rand((3, 8))])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=name)
+def test_nd_forms_over_given_axes(client, dtype):
+    """TF has no CPU kernels for FFTND and its kin: over the innermost axes they must equal the 2D/3D ops, and
+    over other axes the 2D ops applied to transposed inputs (all run by TF)."""
+    complex_dtype = np.complex64 if dtype == np.float32 else np.complex128
+    x, spectrum = rand((2, 6, 5, 8), complex_dtype), rand((2, 6, 5, 8), complex_dtype)
+    real = rand((2, 6, 5, 8), dtype)
+    tcomplex, treal = tf.as_dtype(complex_dtype), tf.as_dtype(dtype)
+    inner2, inner3 = tf.constant([-2, -1]), tf.constant([1, 2, 3])
+    frozen = freeze(tf.function(lambda x, spectrum, real: [
+        op("FFTND")(x, tf.constant([5, 8]), inner2), op("IFFTND")(x, tf.constant([6, 5, 8]), inner3),
+        op("FFTND")(x, tf.constant([6, 8]), tf.constant([1, 3])),
+        op("RFFTND", Tcomplex=tcomplex)(real, tf.constant([5, 6]), inner2),
+        op("IRFFTND", Treal=treal)(spectrum, tf.constant([6, 5, 10]), inner3)]), *specs_of([x, spectrum, real]))
+    got = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches).execute(
+        dict(zip(frozen.feeds, [x, spectrum, real])))
+    x, spectrum, real = tf.constant(x), tf.constant(spectrum), tf.constant(real)
+    swapped = tf.transpose(x, [0, 2, 1, 3])
+    want = [tf.signal.fft2d(x), tf.signal.ifft3d(x), tf.transpose(tf.signal.fft2d(swapped), [0, 2, 1, 3]),
+            op("RFFT2D", Tcomplex=tcomplex)(real, tf.constant([5, 6])),
+            op("IRFFT3D", Treal=treal)(spectrum, tf.constant([6, 5, 10]))]
+    for g, w in zip(got, want):
+        assert_close(g, w.numpy(), **tolerance(dtype))
