@@ -187,3 +187,22 @@ def test_depthwise_conv2d_dilated_and_nchw(client, data_format, padding):
     x_nhwc = np.transpose(x, (0, 2, 3, 1)) if nchw else x
     want = depthwise(tf.constant(x_nhwc), tf.constant(w), "NHWC", nhwc_pads).numpy()
     assert_close(got, np.transpose(want, (0, 3, 1, 2)) if nchw else want)
+
+
+def test_strided_slice_with_run_time_index(client):
+    """x[i] with i fed (or a loop counter): the begin is only known at run time; the shape stays static."""
+    def fn(x, i):
+        return x[i], x[i, :, 1], x[:, i]
+    x = rand((4, 3, 5))
+    for i in (np.int32(2), np.int32(-1)):
+        compile_and_compare(client, fn, [x, i])
+
+
+def test_strided_slice_with_run_time_range_names_begin(client):
+    import grpc
+    def fn(x, i):
+        return x[i:i + 2]
+    frozen = freeze(tf.function(fn), *specs_of([rand((4, 3)), np.int32(1)]))
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'begin'" in e.value.details()

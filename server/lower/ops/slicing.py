@@ -35,11 +35,33 @@ def strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_
     return tuple(index)
 
 
-@register_op("StridedSlice", constant_inputs=("begin", "end", "strides"))
+def dynamic_strided_index(ctx, begin, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
+                          shrink_axis_mask):
+    """The index of a StridedSlice whose begin or end is only known at run time (x[i] in a loop, say): as in
+    tf2xla, each such dimension must be shrunk to one element or taken whole, so that the shape is static."""
+    index = []
+    for i, s in enumerate(strides.tolist()):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            index.append(Ellipsis)
+        elif new_axis_mask & bit:
+            index.append(None)
+        elif shrink_axis_mask & bit:
+            index.append(begin[i])
+        elif begin_mask & end_mask & bit:
+            index.append(slice(None, None, s))
+        else:
+            raise NotConstant(ctx.name, ctx.node.op, "begin")
+    return tuple(index)
+
+
+@register_op("StridedSlice", constant_inputs=("strides",))
 def strided_slice(ctx, x, begin, end, strides, *, T, Index, begin_mask=0, end_mask=0, ellipsis_mask=0,
                   new_axis_mask=0, shrink_axis_mask=0):
-    return [x[strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
-                            shrink_axis_mask)]]
+    masks = (begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask)
+    if is_constant(begin) and is_constant(end):
+        return [x[strided_index(begin, end, strides, *masks)]]
+    return [jnp.asarray(x)[dynamic_strided_index(ctx, begin, strides, *masks)]]
 
 
 def set_slice(base, index: tuple, value):
