@@ -3,10 +3,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.array import axes
+from xlacs_server.lower.ops.array import INT32, axes
 from xlacs_server.lower.registry import register_op
-
-INT32 = np.dtype(np.int32)
 
 
 @register_op("BroadcastTo", dtypes=D.ALL, constant_inputs=("shape",))

@@ -15,14 +15,12 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.array import axes
+from xlacs_server.lower.ops.array import INT32, axes
 from xlacs_server.lower.registry import register_op
 
-INDEX = D.INDEX
 UNIFORM_INT = (np.int32, np.int64, np.uint32, np.uint64)
 FLOAT_NO_BF16 = (np.float16, np.float32, np.float64)
 PHILOX = np.int32(1)  # TF's RNG_ALG_PHILOX, the algorithm its CPU kernels report
-INT32 = np.dtype(np.int32)
 INT64 = np.dtype(np.int64)
 FLOAT32 = np.dtype(np.float32)
 TRUNCATION = 2.0  # TF's truncated normals drop values more than two standard deviations out
@@ -77,6 +75,11 @@ def _categorical(key, logits, num_samples: int, dtype):
     return jax.random.categorical(key, logits[:, None, :], axis=-1, shape=(batch, num_samples)).astype(dtype)
 
 
+def _shuffle(key, value):
+    # Rows move whole; a scalar has nothing to shuffle.
+    return jax.random.permutation(key, value, axis=0, independent=False) if value.ndim else value
+
+
 def _real(rate):
     return rate if rate.dtype in (np.float32, np.float64) else rate.astype(np.float64)  # Poisson rates may be ints
 
@@ -103,7 +106,7 @@ def stateless_random_uniform_full_int(ctx, shape, seed, *, dtype=np.dtype(np.uin
     return [uniform_full_int(key_from(seed), _shape(shape), dtype)]
 
 
-@register_op("StatelessRandomUniformInt", dtypes=INDEX, type_attr="dtype", constant_inputs=("shape",),
+@register_op("StatelessRandomUniformInt", dtypes=D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def stateless_random_uniform_int(ctx, shape, seed, minval, maxval, *, dtype, T, Tseed=INT64):
     return [uniform_int(key_from(seed), _shape(shape), dtype, minval, maxval)]
@@ -132,13 +135,13 @@ def stateless_random_gamma_v2(ctx, shape, seed, alpha, *, dtype, T, Tseed=INT64)
     return [jax.random.gamma(key_from(seed), alpha, _shape(shape), dtype)]  # alpha broadcasts into shape
 
 
-@register_op("StatelessRandomPoisson", dtypes=FLOAT_NO_BF16 + INDEX, type_attr="dtype", constant_inputs=("shape",),
+@register_op("StatelessRandomPoisson", dtypes=FLOAT_NO_BF16 + D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def stateless_random_poisson(ctx, shape, seed, lam, *, Rtype, dtype, T, Tseed=INT64):
     return [jax.random.poisson(key_from(seed), _real(lam), _shape(shape)).astype(dtype)]
 
 
-@register_op("StatelessRandomBinomial", dtypes=FLOAT_NO_BF16 + INDEX, type_attr="dtype", constant_inputs=("shape",),
+@register_op("StatelessRandomBinomial", dtypes=FLOAT_NO_BF16 + D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def stateless_random_binomial(ctx, shape, seed, counts, probs, *, S, Tseed=INT64, T=np.dtype(np.float64),
                               dtype=INT64):
@@ -148,13 +151,13 @@ def stateless_random_binomial(ctx, shape, seed, counts, probs, *, S, Tseed=INT64
 
 # ---- stateless V2 ops: a key and counter (from StatelessRandomGetKeyCounter) and an algorithm -----------------
 
-@register_op("StatelessRandomGetKeyCounter", dtypes=INDEX, type_attr="Tseed")
+@register_op("StatelessRandomGetKeyCounter", dtypes=D.INDEX, type_attr="Tseed")
 def stateless_random_get_key_counter(ctx, seed, *, Tseed=INT64):
     seed = jnp.asarray(seed).astype(np.uint64)
     return [seed[:1], jnp.stack([seed[1], jnp.zeros((), np.uint64)])]
 
 
-@register_op("StatelessRandomGetKeyCounterAlg", dtypes=INDEX, type_attr="Tseed")
+@register_op("StatelessRandomGetKeyCounterAlg", dtypes=D.INDEX, type_attr="Tseed")
 def stateless_random_get_key_counter_alg(ctx, seed, *, Tseed=INT64):
     return stateless_random_get_key_counter(ctx, seed, Tseed=Tseed) + [PHILOX]
 
@@ -196,7 +199,7 @@ def stateless_random_gamma_v3(ctx, shape, key, counter, alg, alpha, *, dtype, sh
 
 @register_op("StatelessShuffle", dtypes=D.ALL, foldable=False)
 def stateless_shuffle(ctx, value, key, counter, alg, *, T):
-    return [jax.random.permutation(v2_key(key, counter), value, axis=0, independent=False)]
+    return [_shuffle(v2_key(key, counter), value)]
 
 
 # ---- stateful ops, seeded by their seed and seed2 attrs ---------------------------------------------------------
@@ -211,7 +214,7 @@ for _op, _distribution in {"RandomUniform": uniform, "RandomStandardNormal": nor
         functools.partial(stateful, _distribution))
 
 
-@register_op("RandomUniformInt", dtypes=INDEX, type_attr="Tout", constant_inputs=("shape",), foldable=False)
+@register_op("RandomUniformInt", dtypes=D.INDEX, type_attr="Tout", constant_inputs=("shape",), foldable=False)
 def random_uniform_int(ctx, shape, minval, maxval, *, Tout, T, seed=0, seed2=0):
     return [uniform_int(attr_key(ctx, seed, seed2), _shape(shape), Tout, minval, maxval)]
 
@@ -223,7 +226,7 @@ def multinomial(ctx, logits, num_samples, *, T, output_dtype=INT64, seed=0, seed
 
 @register_op("RandomShuffle", dtypes=D.ALL, foldable=False)
 def random_shuffle(ctx, value, *, T, seed=0, seed2=0):
-    return [jax.random.permutation(attr_key(ctx, seed, seed2), value, axis=0, independent=False)]
+    return [_shuffle(attr_key(ctx, seed, seed2), value)]
 
 
 @register_op("ParameterizedTruncatedNormal", dtypes=D.FLOAT, type_attr="dtype", constant_inputs=("shape",),
@@ -242,7 +245,7 @@ def random_gamma(ctx, shape, alpha, *, S, T, seed=0, seed2=0):
     return [jax.random.gamma(attr_key(ctx, seed, seed2), alpha, _shape(shape) + alpha.shape, T)]
 
 
-@register_op("RandomPoissonV2", dtypes=FLOAT_NO_BF16 + INDEX, type_attr="dtype", constant_inputs=("shape",),
+@register_op("RandomPoissonV2", dtypes=FLOAT_NO_BF16 + D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def random_poisson_v2(ctx, shape, rate, *, S, R=np.dtype(np.float64), dtype=INT64, seed=0, seed2=0):
     return [jax.random.poisson(attr_key(ctx, seed, seed2), _real(rate), _shape(shape) + rate.shape).astype(dtype)]

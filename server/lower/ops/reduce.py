@@ -7,10 +7,8 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.array import axes
+from xlacs_server.lower.ops.array import INT32, axes
 from xlacs_server.lower.registry import register_op
-
-INT32 = np.dtype(np.int32)
 
 
 def _axes(x, reduction_indices) -> tuple[int, ...]:

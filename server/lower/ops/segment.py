@@ -9,9 +9,9 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
 
-INT32 = np.dtype(np.int32)
 COUNTABLE = (np.int32, np.int64, np.float32, np.float64)
 
 

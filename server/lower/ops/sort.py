@@ -7,9 +7,8 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
-
-INT32 = np.dtype(np.int32)
 
 
 @register_op("TopKV2", dtypes=D.REAL, constant_inputs=("k",))
