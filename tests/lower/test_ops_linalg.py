@@ -230,3 +230,18 @@ def test_matrix_diag_v1_v2(client, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.complex128], ids=name)
 def test_diag_and_diag_part(client, shape, dtype):
     compile_and_compare(client, lambda d: [op("Diag")(d), op("DiagPart")(op("Diag")(d) * 2)], [rand(shape, dtype)])
+
+
+@pytest.mark.parametrize("partial_pivoting", [True, False])
+@pytest.mark.parametrize("dtype", LINALG, ids=name)
+def test_tridiagonal_solve(client, dtype, partial_pivoting):
+    """Without diagonal dominance; with pivoting, zeros on the diagonal that only a row swap gets past.
+    And a 1x1 system."""
+    diagonals = rand((2, 3, 6), dtype)
+    if partial_pivoting:
+        diagonals[:, 1, ::2] = 0
+    compile_and_compare(client, lambda d, b, d1, b1: [
+        op("TridiagonalSolve", partial_pivoting=partial_pivoting)(d, b),
+        op("TridiagonalSolve", partial_pivoting=partial_pivoting)(d1, b1)],
+        [diagonals, rand((2, 6, 3), dtype), rand((3, 1), dtype, 1, 2), rand((1, 2), dtype)],
+        **({"rtol": 1e-3, "atol": 1e-4} if np.dtype(dtype) in (np.float32, np.complex64) else tolerance(dtype)))

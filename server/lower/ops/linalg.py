@@ -135,3 +135,53 @@ def tridiagonal_mat_mul(ctx, superdiag, maindiag, subdiag, rhs, *, T):
     below = jnp.concatenate([rhs[..., 1:, :], zero], axis=-2)
     above = jnp.concatenate([zero, rhs[..., :-1, :]], axis=-2)
     return [rows(maindiag) * rhs + rows(superdiag) * below + rows(subdiag) * above]
+
+
+def _eliminate(row, coefficients, pivoting: bool):
+    """One step of Gaussian elimination on a tridiagonal system, as LAPACK's gtsv and TF's kernel do it.
+
+    `row` is row i as eliminated so far (its diagonal, superdiagonal and right-hand side); `coefficients` are
+    row i + 1's (diagonal, subdiagonal, superdiagonal, right-hand side). Returns the next row and row i of U
+    (diagonal, first and second superdiagonals) with its right-hand side. With pivoting, rows i and i + 1
+    swap when the subdiagonal entry is the larger: U then gains a second superdiagonal.
+    """
+    a0, a1, x = row
+    d, s, sup, r = coefficients
+    keep = jnp.abs(a0) >= jnp.abs(s)
+    f_keep = s / a0
+    f_swap = a0 / s
+
+    def pick(kept, swapped):
+        if not pivoting:
+            return kept
+        return jnp.where(jnp.reshape(keep, keep.shape + (1,) * (kept.ndim - keep.ndim)), kept, swapped)
+    next_row = (pick(d - f_keep * a1, a1 - f_swap * d), pick(sup, -f_swap * sup),
+                pick(r - f_keep[..., None] * x, x - f_swap[..., None] * r))
+    done = (pick(a0, s), pick(a1, d), pick(jnp.zeros_like(sup), sup), pick(x, r))
+    return next_row, done
+
+
+@register_op("TridiagonalSolve", dtypes=LINALG)
+def tridiagonal_solve(ctx, diagonals, rhs, *, T, partial_pivoting=True, perturb_singular=False):
+    """diagonals[..., 0, :] is the superdiagonal, [..., 1, :] the diagonal, [..., 2, :] the subdiagonal (their
+    unused ends are ignored); rhs is [..., M, K]. A singular system gives inf or NaN where TF raises."""
+    if perturb_singular:
+        raise NotImplementedError("TridiagonalSolve with perturb_singular=True is not supported")
+    rows = jnp.moveaxis(diagonals, -1, 0)  # [M, ..., 3]: scan over the rows
+    upper, main, lower = rows[..., 0], rows[..., 1], rows[..., 2]
+    upper = upper.at[-1].set(0)
+    b = jnp.moveaxis(rhs, -2, 0)
+    last, done = lax.scan(lambda row, c: _eliminate(row, c, partial_pivoting), (main[0], upper[0], b[0]),
+                          (main[1:], lower[1:], upper[1:], b[1:]))
+    u0 = jnp.concatenate([done[0], last[0][None]])
+    u1 = jnp.concatenate([done[1], jnp.zeros_like(last[1])[None]])
+    u2 = jnp.concatenate([done[2], jnp.zeros_like(last[1])[None]])
+    y = jnp.concatenate([done[3], last[2][None]])
+
+    def substitute(after, row):  # back substitution with U's two superdiagonals
+        (x1, x2), (d, s1, s2, yi) = after, row
+        xi = (yi - s1[..., None] * x1 - s2[..., None] * x2) / d[..., None]
+        return (xi, x1), xi
+    zero = jnp.zeros_like(y[0])
+    _, x = lax.scan(substitute, (zero, zero), (u0, u1, u2, y), reverse=True)
+    return [jnp.moveaxis(x, 0, -2)]
