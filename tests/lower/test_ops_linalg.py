@@ -245,3 +245,25 @@ def test_tridiagonal_solve(client, dtype, partial_pivoting):
         op("TridiagonalSolve", partial_pivoting=partial_pivoting)(d1, b1)],
         [diagonals, rand((2, 6, 3), dtype), rand((3, 1), dtype, 1, 2), rand((1, 2), dtype)],
         **({"rtol": 1e-3, "atol": 1e-4} if np.dtype(dtype) in (np.float32, np.complex64) else tolerance(dtype)))
+
+
+@pytest.mark.parametrize("lower,adjoint_", [(True, False), (False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("dtype", LINALG, ids=name)
+def test_banded_triangular_solve(client, dtype, lower, adjoint_):
+    """Three bands of 5x5 matrices; the padding entries of the band storage hold noise TF ignores."""
+    bands = rand((2, 3, 5), dtype) + np.array([[4], [0], [0]] if lower else [[0], [0], [4]]).astype(dtype)
+    compile_and_compare(client, op("BandedTriangularSolve", lower=lower, adjoint=adjoint_),
+                        [bands, rand((2, 5, 2), dtype)], **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", LINALG, ids=name)
+def test_matrix_square_root(client, dtype):
+    compile_and_compare(client, op("MatrixSquareRoot"), [positive_definite((2, 4, 4), dtype)],
+                        rtol=1e-3 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-8)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=name)
+def test_cholesky_grad(client, dtype):
+    """The upper triangle of the incoming gradient holds noise: only the lower one counts."""
+    chol = np.linalg.cholesky(positive_definite((2, 4, 4), dtype))
+    compile_and_compare(client, op("CholeskyGrad"), [chol, rand((2, 4, 4), dtype)], **tolerance(dtype))

@@ -385,6 +385,12 @@ def test_top_k(client, dtype):
     compile_and_compare(client, fn, [rand((2, 4, 6), dtype, 0, 9)])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=name)
+def test_approx_top_k(client, dtype):
+    """Exact on CPU, like TF's CPU kernel (which only takes the top k along the last dimension)."""
+    compile_and_compare(client, lambda x: list(op("ApproxTopK", k=3)(x)), [rand((6, 9), dtype)])
+
+
 def test_in_top_k(client):
     """Ties count for the target; a target out of range or a non-finite score makes the answer false."""
     predictions = np.array([[0.1, 0.5, 0.5, 0.2], [0.3, 0.3, 0.3, 0.3], [0.9, np.nan, 0.1, 0.2],

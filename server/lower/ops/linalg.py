@@ -7,6 +7,7 @@ from jax import lax
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.ops.math import adjoint
+from xlacs_server.lower.ops.matrix_diag import matrix_from_diagonals
 from xlacs_server.lower.registry import register_op
 
 # TF's linear-algebra kernels: float32/64 and complex; a few OpDefs also list float16.
@@ -78,6 +79,17 @@ def matrix_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
         a, b, left_side=True, lower=lower, transpose_a=adjoint, conjugate_a=adjoint)])(matrix, rhs)
 
 
+@register_op("BandedTriangularSolve", dtypes=LINALG_HALF)
+def banded_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
+    """`matrix` holds the K bands of each triangular matrix, [..., K, M]: from the diagonal down (lower) or from
+    the (K - 1)-th superdiagonal down to the diagonal (upper), superdiagonals padded on the right and
+    subdiagonals on the left."""
+    bands, size = matrix.shape[-2], matrix.shape[-1]
+    k = np.array([1 - bands, 0] if lower else [0, bands - 1])
+    dense = matrix_from_diagonals(matrix, k, size, size, 0, "LEFT_RIGHT")[0]
+    return matrix_triangular_solve(ctx, dense, rhs, T=T, lower=lower, adjoint=adjoint)
+
+
 @register_op("MatrixSolveLs", dtypes=LINALG_HALF)
 def matrix_solve_ls(ctx, matrix, rhs, l2_regularizer, *, T, fast=True):
     def solve(a, b, l2):
@@ -116,6 +128,28 @@ def self_adjoint_eig_v2(ctx, input, *, T, compute_v=True):
 def eig(ctx, input, *, T, Tout, compute_v=True):
     w, v = jnp.linalg.eig(input)
     return [w.astype(Tout), v.astype(Tout) if compute_v else _no_output(Tout)]
+
+
+@register_op("MatrixSquareRoot", dtypes=LINALG_HALF, devices=("cpu",))  # XLA's Schur decomposition: CPU only
+def matrix_square_root(ctx, input, *, T):
+    def sqrtm(x):
+        # sqrtm is complex: a real input takes the real part, which TF's real Schur method computes.
+        root = jnp.vectorize(jax.scipy.linalg.sqrtm, signature="(n,n)->(n,n)")(x)
+        return [root if jnp.iscomplexobj(x) else jnp.real(root).astype(x.dtype)]
+    return _widening_half(sqrtm)(input)
+
+
+@register_op("CholeskyGrad", dtypes=(np.float16, np.float32, np.float64))
+def cholesky_grad(ctx, l, grad, *, T):
+    """dA from L = cholesky(A) and dL (only its lower triangle is read), symmetrized, as TF's kernel."""
+    def backprop(l, grad):
+        eye = jnp.eye(l.shape[-1], dtype=l.dtype)
+        l_inverse = lax.linalg.triangular_solve(l, jnp.broadcast_to(eye, l.shape), left_side=True, lower=True)
+        middle = adjoint(l) @ jnp.tril(grad)
+        middle = jnp.tril(middle, -1) + 0.5 * middle * eye  # the lower triangle, with half its diagonal
+        grad_a = adjoint(l_inverse) @ middle @ l_inverse
+        return [(grad_a + adjoint(grad_a)) * 0.5]
+    return _widening_half(backprop)(l, grad)
 
 
 @register_op("Lu", dtypes=LINALG_HALF)

@@ -64,7 +64,8 @@ def _from_packed(diagonal, rows, cols, low, high, align):
     return in_band, jnp.take(flat, position.reshape(-1), axis=-1).reshape(flat.shape[:-1] + (rows, cols))
 
 
-def _matrix_diag(diagonal, k, num_rows, num_cols, padding_value, align):
+def matrix_from_diagonals(diagonal, k, num_rows, num_cols, padding_value, align):
+    """MatrixDiagV3: a matrix (num_rows or num_cols -1: the smallest that fits) holding the packed diagonals."""
     low, high = _band(k)
     max_length = diagonal.shape[-1]
     min_rows, min_cols = max_length - min(high, 0), max_length + max(low, 0)
@@ -102,17 +103,17 @@ def _matrix_set_diag(input, diagonal, k, align):
 
 @register_op("MatrixDiagV3", dtypes=D.ALL, constant_inputs=("k", "num_rows", "num_cols"))
 def matrix_diag_v3(ctx, diagonal, k, num_rows, num_cols, padding_value, *, T, align="RIGHT_LEFT"):
-    return _matrix_diag(diagonal, k, num_rows, num_cols, padding_value, align)
+    return matrix_from_diagonals(diagonal, k, num_rows, num_cols, padding_value, align)
 
 
 @register_op("MatrixDiagV2", dtypes=D.ALL, constant_inputs=("k", "num_rows", "num_cols"))
 def matrix_diag_v2(ctx, diagonal, k, num_rows, num_cols, padding_value, *, T):
-    return _matrix_diag(diagonal, k, num_rows, num_cols, padding_value, V2_ALIGN)
+    return matrix_from_diagonals(diagonal, k, num_rows, num_cols, padding_value, V2_ALIGN)
 
 
 @register_op("MatrixDiag", dtypes=D.ALL)
 def matrix_diag(ctx, diagonal, *, T):
-    return _matrix_diag(diagonal, 0, -1, -1, 0, V2_ALIGN)
+    return matrix_from_diagonals(diagonal, 0, -1, -1, 0, V2_ALIGN)
 
 
 @register_op("MatrixDiagPartV3", dtypes=D.ALL, constant_inputs=("k",))

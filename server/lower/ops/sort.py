@@ -1,8 +1,9 @@
-"""Sorting and searching: TopKV2, InTopK, InTopKV2, NthElement, LowerBound, UpperBound and Bucketize."""
+"""Sorting and searching: TopKV2, ApproxTopK, InTopK, InTopKV2, NthElement, LowerBound, UpperBound, Bucketize."""
 import functools
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax import lax
 
@@ -18,6 +19,17 @@ def top_k_v2(ctx, input, k, *, T, sorted=True, Tk=INT32, index_type=INT32):
         raise ValueError(f"k={k} must be in [0, {input.shape[-1]}], the size of the last dimension")
     values, indices = lax.top_k(input, k)  # sorted, ties broken by the lower index, as TF
     return [values, indices.astype(index_type)]
+
+
+@register_op("ApproxTopK", dtypes=(np.float16, ml_dtypes.bfloat16, np.float32))
+def approx_top_k(ctx, input, *, k, T, reduction_dimension=-1, recall_target=0.95, is_max_k=True,
+                 reduction_input_size_override=-1, aggregate_to_topk=True):
+    # XLA's approximate top-k: exact (a sort) on CPU, as TF's CPU kernel; approximate on TPUs and GPUs.
+    search = lax.approx_max_k if is_max_k else lax.approx_min_k
+    values, indices = search(input, k, reduction_dimension=reduction_dimension, recall_target=recall_target,
+                             reduction_input_size_override=reduction_input_size_override,
+                             aggregate_to_topk=aggregate_to_topk)
+    return [values, indices.astype(np.int32)]
 
 
 def _in_top_k(predictions, targets, k):
