@@ -14,7 +14,7 @@ from xlacs.v1 import tf_graph_pb2 as xlacs_tf
 from xlacs_server.graph import attrs
 from xlacs_server.lower import registry
 
-MATH_MODULES = {"unary", "binary", "broadcast", "math", "reduce", "segment", "sort", "linalg", "matrix_diag", "fft",
+MATH_MODULES = {"unary", "bessel", "binary", "broadcast", "math", "reduce", "segment", "sort", "linalg", "matrix_diag", "fft",
                 "random"}
 MINE = [l for l in registry.registrations() if l.module.rsplit(".", 1)[-1] in MATH_MODULES and l.platform is None]
 
@@ -98,6 +98,16 @@ def test_unary(client, op_name, dtypes):
         complex_part = op_name in ("Real", "Imag", "Angle", "ComplexAbs")
         return op(op_name, **{"Tout": tf.as_dtype(np.real(np.zeros((), dtype)).dtype)} if complex_part else {})
     compare_per_dtype(client, fn_of, inputs_of, dtypes)
+
+
+@pytest.mark.parametrize("op_name,dtypes", cases(module_ops("bessel", 1), [np.float32, np.float64, np.float16]))
+def test_bessel(client, op_name, dtypes):
+    """Both sides of x = 2, where the series hands over to the integral, and far out; float64 also at 0 and
+    below, where TF's Y is -inf and its K inf."""
+    def inputs_of(dtype):
+        x = np.concatenate([rand((40,), dtype, -3, 30), np.array([0.1, 1.999, 2.0, 2.001, 45.5], dtype)])
+        return [np.concatenate([x, np.array([0.0, -1.0, 1e-30], dtype)]) if dtype == np.float64 else x]
+    compare_per_dtype(client, lambda d: op(op_name), inputs_of, dtypes)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=name)
