@@ -14,8 +14,8 @@ from xlacs.v1 import tf_graph_pb2 as xlacs_tf
 from xlacs_server.graph import attrs
 from xlacs_server.lower import registry
 
-MATH_MODULES = {"unary", "bessel", "binary", "broadcast", "math", "reduce", "segment", "sort", "linalg", "matrix_diag", "fft",
-                "random"}
+MATH_MODULES = {"unary", "bessel", "binary", "broadcast", "math", "reduce", "segment", "sort", "linalg", "matrix_diag",
+                "fft", "random"}
 MINE = [l for l in registry.registrations() if l.module.rsplit(".", 1)[-1] in MATH_MODULES and l.platform is None]
 
 
