@@ -159,6 +159,8 @@ def _profiles(results: dict) -> list[str]:
              "and of the workload's wall time (client).", ""]
     for p in results.get("profiles", []):
         lines += [f"### {p['label']}", ""]
+        if "tiers" in p:
+            lines += ["Tiers that answered: " + ", ".join(f"{m} {t}" for m, t in p["tiers"].items()) + ".", ""]
         server = p["server"]
         if isinstance(server, str):
             lines += [f"Server: {server}", ""]

@@ -72,11 +72,14 @@ def _profiles(server: ServeProcess, client, by_name: dict, directory: pathlib.Pa
     try:
         fresh.warm_up(tiny)
         with fresh.client() as fresh_client:
+            tiers = {}
+
             def l2_hits():
                 for model in by_name.values():
-                    fresh_client.compile(model.frozen.graph_def, model.frozen.feeds, model.frozen.fetches,
-                                         name=model.name)
-            out.append(profiles.profile(fresh.pid, l2_hits, directory, "L2 hits", rate=1000))
+                    tiers[model.name] = fresh_client.compile(model.frozen.graph_def, model.frozen.feeds,
+                                                             model.frozen.fetches, name=model.name).cache
+            # A tier other than "l2" means the key changed (the code under the daemons changed mid-run).
+            out.append({**profiles.profile(fresh.pid, l2_hits, directory, "L2 hits", rate=1000), "tiers": tiers})
     finally:
         fresh.stop()
     return out
