@@ -33,25 +33,26 @@ def to_numpy(proto: tf.TensorProto, max_elements: int) -> np.ndarray:
     count = int(np.prod(shape, dtype=np.float64))
     if count > max_elements:
         raise LimitExceeded(f"tensor of shape {list(shape)} has {count} elements", "max_tensor_elements", max_elements)
-    if proto.dtype == tf.DT_STRING:
+    kind = proto.dtype - 100 if proto.dtype > 100 else proto.dtype  # a reference type holds its base type
+    if kind == tf.DT_STRING:
         values = np.array(list(proto.string_val), dtype=object)
-        return _fill(values, count, shape, proto.dtype)
-    dtype = dtypes.to_numpy(proto.dtype)
+        return _fill(values, count, shape, kind)
+    dtype = dtypes.to_numpy(kind)
     content = proto.tensor_content  # read once: each read of a bytes field copies it
     if content:
         if len(content) != count * dtype.itemsize:
             raise BadTensor(f"tensor_content has {len(content)} bytes but shape {list(shape)} "
                             f"of {dtype} needs {count * dtype.itemsize}")
         return np.frombuffer(content, dtype=dtype).reshape(shape)
-    values = getattr(proto, _VALUE_FIELD[proto.dtype])
-    if proto.dtype in (tf.DT_HALF, tf.DT_BFLOAT16):
+    values = getattr(proto, _VALUE_FIELD[kind])
+    if kind in (tf.DT_HALF, tf.DT_BFLOAT16):
         values = np.array(values, dtype=np.uint16).view(dtype)
-    elif proto.dtype in (tf.DT_COMPLEX64, tf.DT_COMPLEX128):
+    elif kind in (tf.DT_COMPLEX64, tf.DT_COMPLEX128):
         pairs = np.array(values, dtype=np.float64).reshape(-1, 2)
         values = (pairs[:, 0] + 1j * pairs[:, 1]).astype(dtype)
     else:
         values = np.array(values, dtype=dtype)
-    return _fill(values, count, shape, proto.dtype)
+    return _fill(values, count, shape, kind)
 
 
 def _fill(values: np.ndarray, count: int, shape, dtype_enum) -> np.ndarray:
@@ -69,8 +70,12 @@ def _fill(values: np.ndarray, count: int, shape, dtype_enum) -> np.ndarray:
 
 
 def from_numpy(array: np.ndarray) -> tf.TensorProto:
-    proto = tf.TensorProto(dtype=dtypes.from_numpy(array.dtype))
+    """An object array is a DT_STRING tensor of bytes, as to_numpy makes it."""
+    proto = tf.TensorProto(dtype=tf.DT_STRING if array.dtype == object else dtypes.from_numpy(array.dtype))
     proto.tensor_shape.dim.extend(tf.TensorShapeProto.Dim(size=d) for d in array.shape)
-    proto.tensor_content = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+    if array.dtype == object:
+        proto.string_val.extend(v if isinstance(v, bytes) else str(v).encode() for v in array.reshape(-1))
+    else:
+        proto.tensor_content = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
     return proto
 
