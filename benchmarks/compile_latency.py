@@ -21,10 +21,6 @@ def _warm_up_peers() -> None:
         peers.tf2jax_jit(pruned, tiny)(*tiny.inputs)
 
 
-def _compile(client, model: Model, name: str = ""):
-    return client.compile(model.frozen.graph_def, model.frozen.feeds, model.frozen.fetches, name=name or model.name)
-
-
 def _xlacs_round(models: list[Model], directory: pathlib.Path, redis_server: RedisServer, l1_repeats: int,
                  results: dict) -> None:
     redis_server.flush()
@@ -52,7 +48,7 @@ def _xlacs_round(models: list[Model], directory: pathlib.Path, redis_server: Red
 
 def _timed_compile(client, model: Model, tier: str, row: dict, label: str):
     """Times one Compile that `tier` must answer; records the time and the server's stages under `label`."""
-    ms, executable = timed_result(lambda: _compile(client, model))
+    ms, executable = timed_result(lambda: model.compile(client))
     if executable.cache != tier:
         raise RuntimeError(f"{model.name}: expected a {tier!r} compile, the server answered {executable.cache!r}")
     row[f"{label}_ms"].append(ms)

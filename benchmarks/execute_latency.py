@@ -21,8 +21,7 @@ def _calls(client, service: CompilationService, model: Model, built: dict, error
     """Each peer's call, or its error in `errors`; TF XLA and tf2jax reuse those the compile step built."""
     pruned = peers.tf_graph_function(model)
     builders = {
-        XLACS: lambda: client.compile(model.frozen.graph_def, model.frozen.feeds, model.frozen.fetches,
-                                      name=model.name),
+        XLACS: lambda: model.compile(client),
         IN_PROCESS: lambda: peers.in_process_jax(service, model),
         TF_GRAPH: lambda: peers.tf_graph(pruned),
         TF_XLA: lambda: built.get("tf_xla_first_ms") or peers.tf_xla(pruned),

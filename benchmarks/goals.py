@@ -9,6 +9,7 @@ from benchmarks.transport import RAW, TINY_HEALTH, TINY_JAX, TINY_XLACS
 
 COMMAND = "scripts/bench"
 STAGES = ("parse", "key", "load", "passes", "lower", "compile", "store", "bind")
+NOISE = 0.1
 
 
 @dataclasses.dataclass
@@ -42,14 +43,16 @@ class Goal:
     def verdict(self) -> str:
         if self.passed is None:
             return "not measured"
+        # Ratios this close to their bound flip from run to run on a shared 2-core machine.
+        noise = " (within run-to-run noise)" if abs(self.value / self.limit - 1) < NOISE else ""
         if self.passed:
-            return "**pass**"
+            return f"**pass**{noise}"
         if self.higher_is_better:
-            return f"**fail**: {100 * (1 - self.value / self.limit):.0f}% short"
+            return f"**fail**: {100 * (1 - self.value / self.limit):.0f}% short{noise}"
         over = self.value / self.limit
         if over >= 2:
             return f"**fail**: {over:.1f}× the bound"
-        return f"**fail**: {100 * (over - 1):.{1 if over < 1.1 else 0}f}% over"
+        return f"**fail**: {100 * (over - 1):.{1 if over < 1.1 else 0}f}% over{noise}"
 
 
 def _p50(results: dict, model: str, peer: str) -> float | None:

@@ -22,6 +22,10 @@ class Model:
     inputs: list[np.ndarray]  # in feed order
     small: bool = False  # the service-overhead goal is about these
 
+    def compile(self, client):
+        """The xlacs Executable of this graph on `client`'s daemon."""
+        return client.compile(self.frozen.graph_def, self.frozen.feeds, self.frozen.fetches, name=self.name)
+
 
 def _inputs(frozen: FrozenGraph, seed: int = 1) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)

@@ -97,8 +97,7 @@ class ServeProcess:
         """Compiles and runs `model` (a benchmarks.models.Model): a process's first XLA compile pays for
         initialisation that no later one does, and the measured compiles must not."""
         with self.client() as client:
-            client.compile(model.frozen.graph_def, model.frozen.feeds, model.frozen.fetches,
-                           name=model.name)(*model.inputs)
+            model.compile(client)(*model.inputs)
 
     def rss_mib(self) -> float:
         return rss_mib(self.pid)

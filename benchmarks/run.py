@@ -61,11 +61,11 @@ def _profiles(server: ServeProcess, client, by_name: dict, directory: pathlib.Pa
     """The tiny round trip, the 64 MB transfers and the L2 hits, each under the profilers."""
     out = []
     tiny = models.tiny_add()
-    executable = transport.compile_model(client, tiny)
+    executable = tiny.compile(client)
     out.append(profiles.profile(server.pid, profiles.for_seconds(lambda: executable(*tiny.inputs), budget.profile_s),
                                 directory, "tiny round trip"))
     for model in (models.upload(64 * models.MB), models.download(64 * models.MB)):
-        executable = transport.compile_model(client, model)
+        executable = model.compile(client)
         out.append(profiles.profile(server.pid, profiles.for_seconds(lambda: executable(*model.inputs),
                                                                      budget.profile_s), directory, model.name))
     fresh = ServeProcess(directory, redis_env(redis_server))  # knows nothing: every model is an L2 hit
@@ -76,8 +76,7 @@ def _profiles(server: ServeProcess, client, by_name: dict, directory: pathlib.Pa
 
             def l2_hits():
                 for model in by_name.values():
-                    tiers[model.name] = fresh_client.compile(model.frozen.graph_def, model.frozen.feeds,
-                                                             model.frozen.fetches, name=model.name).cache
+                    tiers[model.name] = model.compile(fresh_client).cache
             # A tier other than "l2" means the key changed (the code under the daemons changed mid-run).
             out.append({**profiles.profile(fresh.pid, l2_hits, directory, "L2 hits", rate=1000), "tiers": tiers})
     finally:

@@ -13,8 +13,7 @@ LIFTING = {"lifted": {}, "embedded": {"XLACS_LIFT_THRESHOLD_BYTES": "0"}}
 
 def _cold_compile(server: ServeProcess, client, model: models.Model) -> dict:
     rss_before = server.rss_mib()
-    ms, executable = timed_result(lambda: client.compile(
-        model.frozen.graph_def, model.frozen.feeds, model.frozen.fetches, name=model.name))
+    ms, executable = timed_result(lambda: model.compile(client))
     if executable.cache != "miss":
         raise RuntimeError(f"{model.name}: a scaling graph must compile cold, the server answered {executable.cache}")
     executable(*model.inputs)  # the memory of a loaded executable includes its first run's buffers

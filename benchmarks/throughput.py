@@ -15,8 +15,7 @@ from xlacs import Client
 def _clients(address: str, model: Model, concurrency: int, seconds: float) -> dict:
     clients = [Client(address, timeout=600) for _ in range(concurrency)]
     try:
-        executables = [c.compile(model.frozen.graph_def, model.frozen.feeds, model.frozen.fetches, name=model.name)
-                       for c in clients]
+        executables = [model.compile(c) for c in clients]
         for executable in executables:  # every channel connected and warm before the clock starts
             executable(*model.inputs)
         start = threading.Barrier(concurrency + 1)

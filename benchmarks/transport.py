@@ -22,15 +22,11 @@ HEAP_ONLY_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 62)
 _M_TRIM_THRESHOLD, _M_MMAP_MAX, _DEFAULT_MMAP_MAX, _DEFAULT_TRIM = -1, -4, 65536, 128 * 1024
 
 
-def compile_model(client, model: models.Model):
-    return client.compile(model.frozen.graph_def, model.frozen.feeds, model.frozen.fetches, name=model.name)
-
-
 def tiny_round_trip(client, service: CompilationService, seconds: float) -> dict:
     """p50/p99 of Execute on the tiny Add, beside an empty unary RPC on the same channel (what gRPC Python
     costs before xlacs does anything) and the same program called in-process."""
     tiny = models.tiny_add()
-    executable = compile_model(client, tiny)
+    executable = tiny.compile(client)
     in_process = peers.in_process_jax(service, tiny)
     health = health_pb2_grpc.HealthStub(client.channel)
     request = health_pb2.HealthCheckRequest(service="")
@@ -49,7 +45,7 @@ def transfer(client, raw: RawGrpc, sizes_mb: list[int], seconds: float) -> dict:
         payload = bytes(nbytes)
         for direction, model, floor in (("input", models.upload(nbytes), lambda: raw.sink(payload)),
                                         ("output", models.download(nbytes), lambda: raw.source(nbytes))):
-            executable = compile_model(client, model)
+            executable = model.compile(client)
             samples = interleaved({XLACS: lambda: executable(*model.inputs), RAW: floor}, seconds, min_calls=5)
             results[f"{direction} {size} MB"] = {
                 peer: {**s.summary(), "gb_per_s": nbytes / (s.p50 / 1e3) / 1e9} for peer, s in samples.items()}
