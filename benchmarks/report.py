@@ -56,7 +56,7 @@ def _compile(results: dict) -> list[str]:
                          "cold + first / TF XLA", "cold + first / tf2jax"], rows),
             *(["Peers that could not compile a model:", "", *failures, ""] if failures else []),
             "Server-side stages of the last round (ms; `load` is the Redis read and deserialization):", "",
-            *_table(["Model", "compile", *goals.STAGES], stage_rows, align_first=2)]
+            *_table(["Model", "tier", *goals.STAGES], stage_rows, align_first=2)]
 
 
 def _execute(results: dict) -> list[str]:
