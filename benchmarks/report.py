@@ -112,7 +112,8 @@ def _transfer(results: dict) -> list[str]:
             "the input case runs `x[:1]`, the output case broadcasts a scalar. Beside it, interleaved, gRPC "
             "Python moves the same number of bytes between two processes with no protobuf at all (a generic "
             "handler, `benchmarks/raw_grpc.py`): the floor of any gRPC Python service. GB/s = bytes / p50 time "
-            "(decimal GB); the time is the whole call.", "", *_transfer_table(results["transfer"]),
+            "(decimal GB); the time is the whole call. The daemon's `max_input_bytes` is raised to 1 GiB for "
+            "the 512 MB input.", "", *_transfer_table(results["transfer"]),
             f"One copy of {copies['bytes'] // MB} MB in this process runs at "
             f"{copies['fresh_pages_gb_per_s']:.2f} GB/s into fresh pages (`ndarray.tobytes()`: glibc maps every "
             f"allocation over 32 MB anew, and each page faults in on first touch) and at "
