@@ -54,7 +54,7 @@ def program_for(service, frozen, platform_rules: str):
     device = service.devices.resolve("cpu:0")
     graph, inputs = service.compile_unit(spec, device)
     graph, _ = run_pipeline(graph.replace(platform=platform_rules))
-    return graph, compile_graph(graph, inputs, device)
+    return graph, compile_graph(graph, device)
 
 
 def mobilenet_execute(repeats: int) -> dict:

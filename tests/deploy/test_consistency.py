@@ -47,14 +47,6 @@ def test_compose_validates_against_the_compose_specification():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_docker_compose_config_accepts_the_file():
-    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
-        pytest.skip("the `docker compose` plugin is not installed on this machine")
-    result = subprocess.run(["docker", "compose", "-f", str(files.COMPOSE), "--profile", "gpu", "config", "--quiet"],
-                            capture_output=True, text=True, cwd=files.ROOT)
-    assert result.returncode == 0, result.stderr
-
-
 def test_compose_variables_are_documented():
     assert files.compose_variables() - files.readme_names() == set()
 
@@ -271,14 +263,6 @@ def test_the_build_context_installs_every_module_and_data_file_of_the_source_tre
     assert expected - installed == set()
 
 
-def test_hadolint_accepts_the_dockerfiles():
-    if shutil.which("hadolint") is None:
-        pytest.skip("hadolint is not installed on this machine")
-    for path in files.DOCKERFILES.values():
-        result = subprocess.run(["hadolint", str(path)], capture_output=True, text=True)
-        assert result.returncode == 0, result.stdout
-
-
 # ---- Kubernetes
 
 
@@ -295,10 +279,6 @@ def test_kustomization_lists_every_manifest_but_the_secret():
     (kustomization,) = files.k8s_kind("Kustomization")
     manifests = {p.name for p in files.K8S.glob("*.yaml")} - {"kustomization.yaml"}
     assert set(kustomization["resources"]) == manifests - {"secret.yaml"}
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not installed: the kustomize build is not checked")
-    built = subprocess.run(["kubectl", "kustomize", str(files.K8S)], capture_output=True, text=True, check=True)
-    assert {d["kind"] for d in yaml.safe_load_all(built.stdout)} >= {"Deployment", "Service", "ConfigMap"}
 
 
 def xlacs_deployments() -> dict[str, dict]:

@@ -10,7 +10,7 @@ from tests.deploy.daemon import double_graph, free_port, process_environment
 from xlacs.cli import build_parser
 from xlacs_server.config import Settings
 from xlacs_server.errors import DeviceUnavailable, InvalidRequest
-from xlacs_server.execute.devices import Devices, enumerate_devices, parse_name
+from xlacs_server.execute.devices import enumerate_devices, parse_name
 from xlacs_server.main import settings_from_args
 
 
@@ -55,11 +55,6 @@ def test_pinning_an_absent_device_names_it_and_the_present_ones():
     with pytest.raises(DeviceUnavailable) as absent:
         enumerate_devices(("cpu:0", "gpu:7"))
     assert "gpu:7" in str(absent.value) and all(name in str(absent.value) for name in present())
-
-
-@pytest.mark.skipif(not _has("gpu"), reason="no GPU on this machine")
-def test_a_request_without_a_device_gets_the_first_gpu():
-    assert Devices(enumerate_devices()).resolve("").name == "gpu:0"
 
 
 @pytest.mark.parametrize("device", ["gpu:0", "cpu:5"])
