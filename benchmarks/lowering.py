@@ -52,7 +52,7 @@ def program_for(service, frozen, platform_rules: str):
     """Compiles the frozen model on the CPU device with the lowering rules of `platform_rules`."""
     spec = CompileSpec(frozen.graph_def, [(n, 1, s) for n, (_, s) in frozen.feeds.items()], frozen.fetches)
     device = service.devices.resolve("cpu:0")
-    graph, inputs = service.compile_unit(spec, device)
+    graph, _ = service.compile_unit(spec, device)
     graph, _ = run_pipeline(graph.replace(platform=platform_rules))
     return graph, compile_graph(graph, device)
 
