@@ -6,7 +6,7 @@ from xlacs import dtypes
 from xlacs.v1 import tf_graph_pb2 as tf
 from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidGraph, LimitExceeded
-from xlacs_server.graph import attrs, limits, op_attrs, tensor_proto
+from xlacs_server.graph import attrs, limits, op_defs, op_outputs, tensor_proto
 from xlacs_server.graph.ir import Endpoint, Graph, Node
 
 
@@ -29,7 +29,7 @@ def import_nodes(node_defs, max_elements: int) -> dict[str, Node]:
             raise InvalidGraph(f"a node has an empty name or op (name={nd.name!r}, op={nd.op!r})")
         if nd.name in nodes:
             raise InvalidGraph(f"two nodes are named {nd.name!r}")
-        op_attrs.check_node_def(nd)
+        op_defs.check_node_def(nd)
         data, control = [], []
         for text in nd.input:
             if text.startswith("^"):
@@ -59,6 +59,12 @@ def import_graph(data: bytes, settings: Settings) -> Graph:
         for src in [e.node for e in node.inputs] + node.control_inputs:
             if src not in graph.nodes:
                 raise InvalidGraph(f"node {node.name!r} ({node.op}) reads {src!r}, which is not in the graph")
+        for e in node.inputs:
+            slices = op_outputs.output_slices(graph.nodes[e.node])
+            count = None if slices is None else sum(s.count for s in slices)
+            if count is not None and e.index >= count:
+                raise InvalidGraph(f"node {node.name!r} ({node.op}) reads {e}, but {graph.nodes[e.node].op} node "
+                                   f"{e.node!r} has {count} output(s)")
     return graph
 
 

@@ -24,7 +24,7 @@ def check_function_depth(graph_def: tf.GraphDef, max_depth: int) -> None:
     10^5 functions needs no Python recursion."""
     calls = {f.signature.name: called_functions(f.node_def) for f in graph_def.library.function}
     depth: dict[str, int] = {}  # the depth of the deepest chain starting at a function, itself included
-    for root in called_functions(graph_def.node) & calls.keys():
+    for root in sorted(called_functions(graph_def.node) & calls.keys()):
         path, on_path = [(root, iter(sorted(calls[root] & calls.keys())))], {root}
         while path:
             name, pending = path[-1]

@@ -76,7 +76,8 @@ def flat_index(node: Node, arg_name: str, index: int) -> int:
 
 def arg_of(node: Node, index: int) -> tuple[str, int]:
     """The inverse of flat_index: (output arg name, index within the arg)."""
-    for s in output_slices(node) or [OutputSlice("output", 0, index + 1)]:
+    slices = output_slices(node)
+    for s in [OutputSlice("output", 0, index + 1)] if slices is None else slices:
         if s.start <= index < s.start + s.count:
             return s.name, index - s.start
     raise ValueError(f"{node.op} node {node.name!r} has no output {index}")

@@ -51,6 +51,9 @@ class Lowerer:
             raise LoweringFailed(name, node.op, f"input {e.args[0]} has no value (is it fed?)") from None
         for spec in lowering.constant_inputs:
             index, input_name = lowering.constant_input_index(spec, len(inputs))
+            if not 0 <= index < len(inputs):
+                raise LoweringFailed(name, node.op, f"input {input_name!r} is missing: the node has {len(inputs)} "
+                                                    "input(s)")
             if not is_constant(inputs[index]):
                 raise NotConstant(name, node.op, input_name)
         params = {k: v for k, v in node.attrs.items() if not k.startswith("_")}

@@ -83,11 +83,6 @@ class Gate:
         with self._lock:
             self._admitted -= 1
 
-    def busy(self) -> int:
-        """Calls running or waiting."""
-        with self._lock:
-            return self._admitted
-
 
 class Gates:
     """The gates of one server: Compile and CheckGraph share one (both parse graphs), Execute has its own."""

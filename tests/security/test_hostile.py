@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tests.graphs import GraphBuilder
 from tests.security.conftest import add_graph, healthy
-from xlacs import tensors
+from xlacs import freeze, tensors
 from xlacs.v1 import tf_graph_pb2, xlacs_pb2
 from xlacs_server.graph import attrs
 
@@ -190,9 +190,8 @@ def test_nan_and_inf_in_constants_fold_as_tensorflow(client):
 
 
 def test_duplicate_feed_and_input_names(client):
-    from xlacs.v1 import xlacs_pb2 as pb
-    request = pb.CompileRequest(graph_def=add_graph(), fetches=["y:0"],
-                                feeds=[pb.TensorSpec(name=name, dtype=1, shape=[2, 3]) for name in ("x:0", "x")])
+    request = xlacs_pb2.CompileRequest(graph_def=add_graph(), fetches=["y:0"], feeds=[
+        xlacs_pb2.TensorSpec(name=name, dtype=1, shape=[2, 3]) for name in ("x:0", "x")])
     refused(lambda: client.stub.Compile(request, timeout=60), grpc.StatusCode.INVALID_ARGUMENT,
             "more than once")
     executable = client.compile(add_graph(), FEEDS, ["y:0"])
@@ -216,3 +215,51 @@ def test_feeding_a_const(client):
             grpc.StatusCode.INVALID_ARGUMENT, "const 'c' has shape [2, 3]")
     refused(lambda: client.compile(b.bytes(), {**FEEDS, "c:1": ("float32", (2, 3))}, ["y:0"]),
             grpc.StatusCode.INVALID_ARGUMENT, "feed 'c:1'")
+
+
+# Found by test_fuzz.py: each was INTERNAL before its fix.
+
+@pytest.mark.parametrize("build, named", [
+    (lambda b: b.op("y", "AddV2", "x"), "has 1 input(s); AddV2 takes 2"),
+    (lambda b: b.op("y", "AddV2", "x", "x", "x"), "has 3 input(s); AddV2 takes 2"),
+    (lambda b: b.op("y", "AddV2", "x", "x:1"), "reads x:1, but Placeholder node 'x' has 1 output(s)"),
+    (lambda b: b.node("y", "ConcatV2", "x", "axis", N=1, T=np.dtype(np.float32), Tidx=np.dtype(np.int32)),
+     "attr 'N' is 1, under ConcatV2's minimum of 2"),
+])
+def test_inputs_and_attrs_against_the_op_definition(client, build, named):
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.const("axis", np.int32(0).reshape(()))
+    build(b)
+    refused(lambda: client.compile(b.bytes(), FEEDS, ["y:0"]), grpc.StatusCode.INVALID_ARGUMENT, named)
+
+
+def test_feeding_an_output_a_node_does_not_have(client):
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.node("nothing", "NoOp")
+    b.op("y", "Neg", "x", "^nothing")
+    refused(lambda: client.compile(b.bytes(), {**FEEDS, "nothing:0": ("float32", (1,))}, ["y:0"]),
+            grpc.StatusCode.INVALID_ARGUMENT, "feed 'nothing:0'", "has no output 0")
+
+
+def test_feeding_a_tensor_computed_from_a_weight(client):
+    """The weight behind the fed tensor is pruned away; it stays a (lifted) parameter of the program."""
+    b = GraphBuilder()
+    b.placeholder("x", shape=(2, 8))
+    b.const("w", np.ones((8, 4), np.float32))
+    b.op("h", "MatMul", "x", "w", transpose_a=False, transpose_b=False)
+    b.op("y", "Relu", "h")
+    h = np.array([[-1, 0, 1, 2]] * 2, np.float32)
+    got, = client.compile(b.bytes(), {"h:0": ("float32", (2, 4))}, ["y:0"])(h)
+    np.testing.assert_array_equal(got, tf.raw_ops.Relu(features=h).numpy())
+
+
+def test_string_constants_such_as_assert_messages(client):
+    def checked(x):
+        tf.debugging.assert_positive(x, message="x must be positive")
+        return x * 2.0
+    frozen = freeze(checked, tf.TensorSpec([3], tf.float32))
+    x = np.array([1, 2, 3], np.float32)
+    got, = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)(x)
+    np.testing.assert_array_equal(got, tf.function(checked)(x).numpy())

@@ -9,8 +9,8 @@ import pytest
 
 from tests.graphs import GraphBuilder
 from tests.security.conftest import add_graph, healthy, running
-from xlacs import Client
-from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs import Client, tensors
+from xlacs.v1 import tf_graph_pb2 as tf, xlacs_pb2
 from xlacs_server.config import Settings
 from xlacs_server.graph.ir import FuncRef
 from xlacs_server.rpc.limits import Gates
@@ -220,7 +220,6 @@ def gated():
 
 
 def compile_future(client: Client, name: str, timeout: float = 120):
-    from xlacs.v1 import xlacs_pb2
     request = xlacs_pb2.CompileRequest(graph_def=add_graph(), fetches=["y:0"], graph_name=name,
                                        feeds=[xlacs_pb2.TensorSpec(name="x:0", dtype=1, shape=[2, 3])])
     return client.stub.Compile.future(request, timeout=timeout)
@@ -307,8 +306,6 @@ def test_execute_has_its_own_gate(gated):
         release.wait(60)
         return execute(executable_id, inputs)
     server.service.execute = blocking
-    from xlacs import tensors
-    from xlacs.v1 import xlacs_pb2
     request = xlacs_pb2.ExecuteRequest(executable_id=executable.id,
                                        inputs=[tensors.to_proto("x:0", np.ones((2, 3), np.float32))])
     calls = [client.stub.Execute.future(request, timeout=60)]
