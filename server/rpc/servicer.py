@@ -55,10 +55,10 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                 inputs[t.name] = tensors.from_proto(t)
             except ValueError as e:
                 raise InvalidRequest(str(e)) from None
-        start = time.perf_counter()
-        loaded, outputs = self.gates.execute.run(
-            context, lambda checkpoint: self.service.execute(request.executable_id, inputs))
-        ms = (time.perf_counter() - start) * 1e3
+        def execute(checkpoint):  # timed on its slot: execute_ms leaves out the wait for one
+            start = time.perf_counter()
+            return *self.service.execute(request.executable_id, inputs), (time.perf_counter() - start) * 1e3
+        loaded, outputs, ms = self.gates.execute.run(context, execute)
         response = xlacs_pb2.ExecuteResponse(execute_ms=ms)
         for s, a in zip(loaded.outputs, outputs):
             tensors.fill(response.outputs.add(), s.name, a)
