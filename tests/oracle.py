@@ -4,6 +4,22 @@ import tensorflow as tf
 
 from xlacs import freeze
 
+RNG = np.random.default_rng(0)
+
+
+def rand(shape, dtype=np.float32, low=-3.0, high=3.0) -> np.ndarray:
+    """Random test input: uniform floats, integers in [low, high], or booleans."""
+    if dtype == np.bool_:
+        return RNG.integers(0, 2, size=shape).astype(bool)
+    if np.issubdtype(dtype, np.integer):
+        return RNG.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+    return RNG.uniform(low, high, size=shape).astype(dtype)
+
+
+def ids(value) -> str:
+    """A readable pytest id for dtype parameters."""
+    return np.dtype(value).name if isinstance(value, type) else str(value)
+
 
 def assert_close(got, want, rtol=1e-4, atol=1e-5):
     """allclose relative to the output's scale (see ../shared/TESTING.md); exact for ints and bools."""

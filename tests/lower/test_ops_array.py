@@ -8,27 +8,14 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from tests.oracle import compile_and_compare
+from tests.oracle import compile_and_compare, ids, rand
 from xlacs import dtypes as wire_dtypes, freeze
 from xlacs.v1 import tf_graph_pb2 as xlacs_tf
 from xlacs_server.graph import attrs
 from xlacs_server.lower import ops, registry  # noqa: F401  (importing ops registers the lowerings)
 
-rng = np.random.default_rng(0)
 raw = tf.raw_ops
 DTYPES = [np.float32, np.int32, np.bool_]
-
-
-def rand(shape, dtype=np.float32):
-    if dtype == np.bool_:
-        return rng.integers(0, 2, size=shape).astype(bool)
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(-5, 6, size=shape).astype(dtype)
-    return rng.uniform(-3, 3, size=shape).astype(dtype)
-
-
-def ids(dtype):
-    return np.dtype(dtype).name
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)

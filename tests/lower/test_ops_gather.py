@@ -4,22 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.oracle import compile_and_compare
+from tests.oracle import compile_and_compare, ids, rand
 
 rng = np.random.default_rng(0)
 raw = tf.raw_ops
-
-
-def rand(shape, dtype=np.float32):
-    if dtype == np.bool_:
-        return rng.integers(0, 2, size=shape).astype(bool)
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(-5, 6, size=shape).astype(dtype)
-    return rng.uniform(-3, 3, size=shape).astype(dtype)
-
-
-def ids(value):
-    return np.dtype(value).name if isinstance(value, type) else str(value)
 
 
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64], ids=ids)

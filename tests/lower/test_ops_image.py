@@ -7,22 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.oracle import compile_and_compare
+from tests.oracle import compile_and_compare, ids, rand
 
-rng = np.random.default_rng(0)
 raw = tf.raw_ops
 CORNERS = [(False, False), (True, False), (False, True)]  # (align_corners, half_pixel_centers)
 SIZES = [(9, 11), (3, 2), (5, 7), (1, 1)]  # from a 5x7 image: up, down, same, to one pixel
-
-
-def rand(shape, dtype=np.float32, low=-3.0, high=3.0):
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
-    return rng.uniform(low, high, size=shape).astype(dtype)
-
-
-def ids(value):
-    return np.dtype(value).name if isinstance(value, type) else str(value)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=str)

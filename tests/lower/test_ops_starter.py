@@ -3,17 +3,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.oracle import assert_close, compile_and_compare, specs_of
+from tests.oracle import assert_close, compile_and_compare, rand, specs_of
 from xlacs import freeze
 
-rng = np.random.default_rng(0)
 raw = tf.raw_ops
-
-
-def rand(shape, dtype=np.float32, low=-3.0, high=3.0):
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
-    return rng.uniform(low, high, size=shape).astype(dtype)
 
 
 SHAPES = [(), (5,), (3, 4), (2, 3, 4)]
