@@ -3,21 +3,17 @@ stopped by the run that started it."""
 from __future__ import annotations
 
 import itertools
-import os
 import pathlib
-import re
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 
 import redis
 
 from xlacs import Client
+from xlacs_server.daemon_process import DaemonProcess
 
-STARTED = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+)")
 CACHE_SECRET = "benchmark-cache-secret-of-more-than-16-bytes"
 # Sized for the benchmark's clients rather than for production: 64 concurrent Execute calls must queue, not
 # fail fast, and a 512 MB input must be admitted.
@@ -30,14 +26,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def rss_mib(pid: int) -> float:
-    """Resident memory of a process."""
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"process {pid} reports no VmRSS")
 
 
 class RedisServer:
@@ -72,44 +60,20 @@ class RedisServer:
         self.process.wait(timeout=30)
 
 
-class ServeProcess:
-    """`xlacs serve` on a free loopback port, as a deployment runs it; `env` adds XLACS_* settings."""
+class ServeProcess(DaemonProcess):
+    """`xlacs serve` with the benchmark's settings (SERVE_ENV); `env` adds XLACS_* settings."""
 
     def __init__(self, directory: pathlib.Path, env: dict | None = None):
-        self.log = directory / f"serve-{next(_logs)}.log"
-        with open(self.log, "w") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "xlacs.cli", "serve", "--server", "127.0.0.1:0"],
-                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **SERVE_ENV, **(env or {})})
-        deadline = time.monotonic() + 180
-        while not (match := STARTED.search(self.log.read_text())):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.process.kill()
-                raise RuntimeError(f"xlacs serve did not start:\n{self.log.read_text()}")
-            time.sleep(0.05)
-        self.address = f"127.0.0.1:{match.group(1)}"
-        self.pid = self.process.pid
+        super().__init__(directory / f"serve-{next(_logs)}.log", {**SERVE_ENV, **(env or {})})
 
     def client(self) -> Client:
-        return Client(self.address, timeout=1800)
+        return super().client(timeout=1800)
 
     def warm_up(self, model) -> None:
         """Compiles and runs `model` (a benchmarks.models.Model): a process's first XLA compile pays for
         initialisation that no later one does, and the measured compiles must not."""
         with self.client() as client:
             model.compile(client)(*model.inputs)
-
-    def rss_mib(self) -> float:
-        return rss_mib(self.pid)
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
 
 def redis_env(redis_server: RedisServer) -> dict:
     return {"XLACS_REDIS_URL": redis_server.url, "XLACS_CACHE_SECRET": CACHE_SECRET}

@@ -16,10 +16,7 @@ import json
 import os
 import pathlib
 import random
-import re
 import secrets
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,10 +27,10 @@ import numpy as np
 
 from xlacs import Client
 from xlacs.v1 import xlacs_pb2
+from xlacs_server.daemon_process import DaemonProcess
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "security.md"
-STARTED = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+)")
 OK = "OK"
 # More clients than a gate admits (slots + queue) is overload: the daemon sheds the excess at once. That is
 # intended for any request, and counted apart.
@@ -134,34 +131,9 @@ def calls(workload: Workload, client: Client, stranger: Client) -> dict[str, obj
 
 # --- The run -------------------------------------------------------------------------------------------
 
-class Daemon:
+def start_daemon(directory: pathlib.Path, token: str) -> DaemonProcess:
     """`xlacs serve` on a free loopback port with the default limits and a bearer token."""
-
-    def __init__(self, directory: pathlib.Path, token: str):
-        self.log = directory / "serve.log"
-        env = {**os.environ, "XLACS_AUTH_TOKENS": token, "XLACS_HTTP_PORT": "0", "XLACS_CACHE_DIR": ""}
-        with open(self.log, "w") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "xlacs.cli", "serve", "--server", "127.0.0.1:0"],
-                                            stdout=out, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 180
-        while not (match := STARTED.search(self.log.read_text())):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.process.kill()
-                raise RuntimeError(f"xlacs serve did not start:\n{self.log.read_text()}")
-            time.sleep(0.05)
-        self.address = f"127.0.0.1:{match.group(1)}"
-
-    def rss_mib(self) -> float:
-        status = pathlib.Path(f"/proc/{self.process.pid}/status").read_text()
-        return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+    return DaemonProcess(directory / "serve.log", {"XLACS_AUTH_TOKENS": token, "XLACS_CACHE_DIR": ""})
 
 
 @dataclasses.dataclass
@@ -185,14 +157,14 @@ def run(clients: int, seconds: float) -> Report:
                         np.random.default_rng(0).bytes(4096))
     token = secrets.token_urlsafe(24)
     with tempfile.TemporaryDirectory() as directory:
-        daemon = Daemon(pathlib.Path(directory), token)
+        daemon = start_daemon(pathlib.Path(directory), token)
         try:
             return _drive(daemon, workload, token, clients, seconds)
         finally:
             daemon.stop()
 
 
-def _drive(daemon: Daemon, workload: Workload, token: str, clients: int, seconds: float) -> Report:
+def _drive(daemon: DaemonProcess, workload: Workload, token: str, clients: int, seconds: float) -> Report:
     statuses = collections.defaultdict(collections.Counter)
     latencies = collections.defaultdict(list)
     unintended = []

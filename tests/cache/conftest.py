@@ -5,12 +5,9 @@ from __future__ import annotations
 import itertools
 import os
 import pathlib
-import re
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -21,10 +18,10 @@ import tensorflow as tf
 from xlacs import Client, dtypes
 from xlacs.freeze import FrozenGraph, freeze
 from xlacs_server.config import Settings
+from xlacs_server.daemon_process import DaemonProcess
 from xlacs_server.service import CompilationService, CompileSpec
 
 SECRET = "a-test-secret-of-more-than-16-bytes"
-STARTED = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+)")
 _names = itertools.count()
 
 
@@ -126,33 +123,11 @@ def dense_graph(rows: int = 4) -> Graph:
     return Graph(freeze(tf.function(dense), tf.TensorSpec((rows, 8), tf.float32)), "dense")
 
 
-class ServeProcess:
-    """`xlacs serve` in a subprocess, as a replica is deployed; its log is in `log`."""
+class ServeProcess(DaemonProcess):
+    """`xlacs serve` as a replica is deployed, logging into `directory`; a stop must exit 0."""
 
     def __init__(self, directory: pathlib.Path, env: dict, port: int = 0):
-        self.log = directory / f"serve-{next(_names)}.log"
-        self.env = {**os.environ, "XLACS_HTTP_PORT": "0", **env}
-        self.port = port
-        self.process = None
-        self.start()
-
-    def start(self) -> None:
-        with open(self.log, "a") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "xlacs.cli", "serve", "--server", f"127.0.0.1:{self.port}"],
-                stdout=out, stderr=subprocess.STDOUT, env=self.env)
-        deadline = time.monotonic() + 180
-        while not (match := STARTED.search(self.log.read_text())):
-            assert self.process.poll() is None, f"xlacs serve exited:\n{self.log.read_text()}"
-            assert time.monotonic() < deadline, f"xlacs serve did not start:\n{self.log.read_text()}"
-            time.sleep(0.1)
-        self.port = int(match.group(1))
-        self.address = f"127.0.0.1:{self.port}"
+        super().__init__(directory / f"serve-{next(_names)}.log", env, port)
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        assert self.process.wait(timeout=60) == 0, self.log.read_text()
-        self.log.write_text("")  # a restart on the same port logs afresh
-
-    def client(self) -> Client:
-        return Client(self.address, timeout=600)
+        assert super().stop() == 0, self.log.read_text()

@@ -3,9 +3,9 @@
 The daemon is a subprocess of its own, so that its gigabytes are gone when the test ends."""
 import numpy as np
 
-from tests.cache.conftest import ServeProcess
 from tests.graphs import GraphBuilder
 from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs_server.daemon_process import DaemonProcess
 
 ELEMENTS = (1 << 30) // 4 + (16 << 20)  # 1.06 GB of float32 weights
 
@@ -28,7 +28,7 @@ def big_graph_bytes() -> bytes:
 def test_one_gigabyte_graph_compiles_and_runs(tmp_path):
     data = big_graph_bytes()
     assert len(data) > 1 << 30
-    server = ServeProcess(tmp_path, {"XLACS_CACHE_DIR": ""})
+    server = DaemonProcess(tmp_path / "serve.log", {"XLACS_CACHE_DIR": ""})
     try:
         with server.client() as client:
             executable = client.compile(data, {"x:0": ("float32", (4,))}, ["y:0"], name="big")
@@ -36,4 +36,4 @@ def test_one_gigabyte_graph_compiles_and_runs(tmp_path):
             got, = executable(np.arange(4, dtype=np.float32))
         np.testing.assert_allclose(got, np.arange(4) + ELEMENTS * 0.5, rtol=1e-5)
     finally:
-        server.stop()
+        assert server.stop() == 0, server.log.read_text()

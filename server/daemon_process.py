@@ -1,0 +1,56 @@
+"""`xlacs serve` as a child process on a free loopback port, as a deployment runs it: what the tests, the
+benchmarks and the load test start when they need a daemon of its own (its memory, its exit, its log)."""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from xlacs import Client
+
+STARTED = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+)")
+
+
+class DaemonProcess:
+    """Started when made; `port` 0 picks a free one, which a restart (`stop()`, `start()`) keeps."""
+
+    def __init__(self, log: pathlib.Path, env: dict, port: int = 0):
+        self.log = log
+        self.env = {**os.environ, "XLACS_HTTP_PORT": "0", **env}
+        self.port = port
+        self.start()
+
+    def start(self) -> None:
+        with open(self.log, "w") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "xlacs.cli", "serve", "--server", f"127.0.0.1:{self.port}"],
+                stdout=out, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.monotonic() + 180
+        while not (match := STARTED.search(self.log.read_text())):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                raise RuntimeError(f"xlacs serve did not start:\n{self.log.read_text()}")
+            time.sleep(0.05)
+        self.port = int(match.group(1))
+        self.address = f"127.0.0.1:{self.port}"
+        self.pid = self.process.pid
+
+    def client(self, timeout: float = 600) -> Client:
+        return Client(self.address, timeout=timeout)
+
+    def rss_mib(self) -> float:
+        status = pathlib.Path(f"/proc/{self.pid}/status").read_text()
+        return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM, as an orchestrator stops a replica; kills it after `timeout`. Returns the exit code."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
