@@ -19,26 +19,12 @@ def require_constant(ctx, value, name: str) -> np.ndarray:
     return value
 
 
-def strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask):
-    """StridedSlice's sparse spec as a Python index, whose clamping rules are TF's."""
-    index = []
-    for i, (b, e, s) in enumerate(zip(begin.tolist(), end.tolist(), strides.tolist())):
-        bit = 1 << i
-        if ellipsis_mask & bit:
-            index.append(Ellipsis)
-        elif new_axis_mask & bit:
-            index.append(None)
-        elif shrink_axis_mask & bit:
-            index.append(b)
-        else:
-            index.append(slice(None if begin_mask & bit else b, None if end_mask & bit else e, s))
-    return tuple(index)
-
-
-def dynamic_strided_index(ctx, begin, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
-                          shrink_axis_mask):
-    """The index of a StridedSlice whose begin or end is only known at run time (x[i] in a loop, say): as in
-    tf2xla, each such dimension must be shrunk to one element or taken whole, so that the shape is static."""
+def strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask,
+                  ctx=None):
+    """StridedSlice's sparse spec as a Python index, whose clamping rules are TF's. A begin or end known only
+    at run time (x[i] in a loop, say) may, as in tf2xla, only shrink a dimension to one element or take it
+    whole, so that the shape stays static; `ctx` names the node when it does not."""
+    static = is_constant(begin) and is_constant(end)
     index = []
     for i, s in enumerate(strides.tolist()):
         bit = 1 << i
@@ -47,7 +33,9 @@ def dynamic_strided_index(ctx, begin, strides, begin_mask, end_mask, ellipsis_ma
         elif new_axis_mask & bit:
             index.append(None)
         elif shrink_axis_mask & bit:
-            index.append(begin[i])
+            index.append(int(begin[i]) if static else begin[i])
+        elif static:
+            index.append(slice(None if begin_mask & bit else int(begin[i]), None if end_mask & bit else int(end[i]), s))
         elif begin_mask & end_mask & bit:
             index.append(slice(None, None, s))
         else:
@@ -58,10 +46,9 @@ def dynamic_strided_index(ctx, begin, strides, begin_mask, end_mask, ellipsis_ma
 @register_op("StridedSlice", constant_inputs=("strides",))
 def strided_slice(ctx, x, begin, end, strides, *, T, Index, begin_mask=0, end_mask=0, ellipsis_mask=0,
                   new_axis_mask=0, shrink_axis_mask=0):
-    masks = (begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask)
-    if is_constant(begin) and is_constant(end):
-        return [x[strided_index(begin, end, strides, *masks)]]
-    return [jnp.asarray(x)[dynamic_strided_index(ctx, begin, strides, *masks)]]
+    index = strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask,
+                          ctx)
+    return [x[index] if is_constant(begin) and is_constant(end) else jnp.asarray(x)[index]]
 
 
 def set_slice(base, index: tuple, value):
