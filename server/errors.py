@@ -1,9 +1,34 @@
-"""Typed errors of the daemon. Each carries its gRPC status; one interceptor maps them (server/rpc)."""
+"""Typed errors of the daemon. Each carries its gRPC status and machine-readable details (google.rpc error
+details: an ErrorInfo naming the error and the node, op, attr or input it is about; a BadRequest field
+violation when the request is at fault); one interceptor maps them (server/rpc/errors.py).
+
+Who is at fault decides the class: the graph or request (INVALID_ARGUMENT), a limit of xlacs (UNIMPLEMENTED,
+RESOURCE_EXHAUSTED), or xlacs itself (INTERNAL: a lowering that fails on a node is a bug of xlacs, never the
+graph's).
+"""
+import re
+
 import grpc
+from google.protobuf import message
+from google.rpc import error_details_pb2
+
+DOMAIN = "xlacs"
 
 
 class XlacsError(Exception):
     code = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str = "", **metadata: str):
+        super().__init__(message)
+        self.metadata = {k: str(v) for k, v in metadata.items() if v is not None}
+
+    @property
+    def reason(self) -> str:
+        """The ErrorInfo reason: the class name in UPPER_SNAKE_CASE (InvalidNode -> INVALID_NODE)."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).upper()
+
+    def details(self) -> list[message.Message]:
+        return [error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)]
 
 
 class InvalidGraph(XlacsError):
@@ -28,24 +53,60 @@ class UnsupportedOps(XlacsError):
             cuts = "; ".join(f"{len(r['nodes'])} node(s) from {r['inputs'][:3]} to {r['outputs'][:3]}"
                              for r in regions[:5])
             message += f". Unsupported region(s): {cuts}"
-        super().__init__(message)
+        super().__init__(message, device=device, ops=",".join(sorted(nodes_by_op)))
+
+    def details(self) -> list[message.Message]:
+        return [*super().details(), error_details_pb2.BadRequest(field_violations=[
+            error_details_pb2.BadRequest.FieldViolation(field=f"graph_def.node[{nodes[0]}].op",
+                                                        description=f"{op} has no lowering")
+            for op, nodes in sorted(self.nodes_by_op.items())])]
 
 
-class NotConstant(XlacsError):
-    """An input that must be known at compile time depends on a runtime value."""
+class NodeError(XlacsError):
+    """An error at one node of the graph; names the node (`function/node` inside a function body), its op, and
+    the attr or input at fault if there is one."""
+
+    def __init__(self, node: str, op: str, reason: str, *, attr: str | None = None, input: str | None = None):
+        self.node, self.op, self.attr, self.input = node, op, attr, input
+        super().__init__(f"node {node!r} ({op}): {reason}", node=node, op=op, attr=attr, input=input)
+
+    @property
+    def field(self) -> str:
+        """Where in the GraphDef the fault is, as a BadRequest field path."""
+        field = f"graph_def.node[{self.node}]"
+        return f"{field}.attr[{self.attr}]" if self.attr else f"{field}.input[{self.input}]" if self.input else field
+
+
+class InvalidNode(NodeError):
+    """The graph's fault: a node's attrs or inputs are not valid for its op (as TF's kernels would refuse)."""
     code = grpc.StatusCode.INVALID_ARGUMENT
+
+    def details(self) -> list[message.Message]:
+        violation = error_details_pb2.BadRequest.FieldViolation(field=self.field, description=str(self))
+        return [*super().details(), error_details_pb2.BadRequest(field_violations=[violation])]
+
+
+class NotConstant(InvalidNode):
+    """An input that must be known at compile time depends on a runtime value."""
 
     def __init__(self, node: str, op: str, input_name: str):
-        super().__init__(f"node {node!r} ({op}): input {input_name!r} must be a compile-time constant, "
-                         "but it depends on a feed; make it a Const or compute it from shapes only")
+        super().__init__(node, op, f"input {input_name!r} must be a compile-time constant, but it depends on a "
+                                   "feed; make it a Const or compute it from shapes only", input=input_name)
 
 
-class LoweringFailed(XlacsError):
-    """A node's lowering rejected its inputs or attrs (a shape mismatch, an unsupported attr value, ...)."""
-    code = grpc.StatusCode.INVALID_ARGUMENT
+class UnsupportedNode(NodeError):
+    """A limit of xlacs: the op has a lowering, but not for this attr value or kind of input."""
+    code = grpc.StatusCode.UNIMPLEMENTED
 
-    def __init__(self, node: str, op: str, reason: str):
-        super().__init__(f"node {node!r} ({op}): {reason}")
+
+class LoweringError(NodeError):
+    """A bug in xlacs: a lowering rule failed on a node in a way it does not check for. The cause is logged
+    with its traceback; the client gets INTERNAL with the node, the op and a request id."""
+    code = grpc.StatusCode.INTERNAL
+
+    def __init__(self, node: str, op: str, cause: BaseException):
+        super().__init__(node, op, f"the lowering failed ({type(cause).__name__}); this is a bug in xlacs, "
+                                   "not in the graph")
 
 
 class NotFound(XlacsError):
@@ -62,7 +123,12 @@ class LimitExceeded(XlacsError):
 
     def __init__(self, what: str, setting: str, limit):
         self.what, self.setting, self.limit = what, setting, limit
-        super().__init__(f"{what}: over the limit {setting}={limit} (raise it with XLACS_{setting.upper()})")
+        super().__init__(f"{what}: over the limit {setting}={limit} (raise it with XLACS_{setting.upper()})",
+                         setting=setting, limit=limit)
+
+    def details(self) -> list[message.Message]:
+        violation = error_details_pb2.QuotaFailure.Violation(subject=self.setting, description=str(self))
+        return [*super().details(), error_details_pb2.QuotaFailure(violations=[violation])]
 
 
 class Cancelled(XlacsError):

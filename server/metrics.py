@@ -22,6 +22,8 @@ EXECUTE_SECONDS = Histogram(
     buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60), registry=CORE)
 IN_FLIGHT = Gauge("xlacs_in_flight", "Compiles and executions running now, by device", ["device", "activity"],
                   registry=CORE)
+LOWERING_ERRORS = Counter("xlacs_lowering_errors_total", "Nodes whose lowering failed unexpectedly (a bug of "
+                          "xlacs, answered INTERNAL)", ["op"], registry=CORE)
 RPC_ERRORS = Counter("xlacs_rpc_errors_total", "RPCs that ended with an error status", ["method", "code"],
                      registry=CORE)
 

@@ -1,7 +1,8 @@
 """Load-time checks of graph nodes against their registrations: support, attrs and dtypes."""
 import dataclasses
 
-from xlacs_server.errors import LoweringFailed, UnsupportedOps
+from xlacs_server.errors import InvalidNode, UnsupportedNode, UnsupportedOps
+from xlacs_server.graph.op_defs import attr_defs
 from xlacs_server.graph.function_def import ARG_OP, call_node
 from xlacs_server.graph.ir import Graph, Node
 from xlacs_server.lower import registry
@@ -48,15 +49,17 @@ def check_nodes(nodes, platform: str) -> None:
 def check_attrs(node: Node, lowering: registry.Lowering) -> None:
     given = {k for k in node.attrs if not k.startswith("_")}
     unknown = sorted(given - lowering.attrs.keys())
-    if unknown:
-        raise LoweringFailed(node.name, node.op, f"unknown attr(s) {unknown}; the lowering takes "
-                                                 f"{sorted(lowering.attrs)}")
+    declared = attr_defs(node.op) or {}
+    for name in unknown:  # an attr TF declares is a limit of the lowering; any other, a fault of the graph
+        error = UnsupportedNode if name in declared else InvalidNode
+        raise error(node.name, node.op, f"unknown attr {name!r}; the lowering takes {sorted(lowering.attrs)}",
+                    attr=name)
     missing = sorted(k for k, required in lowering.attrs.items() if required and k not in given)
     if missing:
-        raise LoweringFailed(node.name, node.op, f"missing required attr(s) {missing}")
+        raise InvalidNode(node.name, node.op, f"missing required attr(s) {missing}", attr=missing[0])
     if lowering.dtypes is not None and lowering.type_attr in node.attrs:
         dtype = node.attrs[lowering.type_attr]
         if dtype not in lowering.dtypes:
             allowed = sorted(str(d) for d in lowering.dtypes)
-            raise LoweringFailed(node.name, node.op, f"{lowering.type_attr}={dtype} is not supported; "
-                                                     f"allowed: {allowed}")
+            raise UnsupportedNode(node.name, node.op, f"{lowering.type_attr}={dtype} is not supported by the "
+                                  f"lowering; allowed: {allowed}", attr=lowering.type_attr)

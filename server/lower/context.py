@@ -23,3 +23,4 @@ class LoweringContext:
     def name(self) -> str:
         """The node's name for messages, qualified by the function it is in."""
         return self.scope + self.node.name
+

@@ -15,9 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlacs_server.errors import InvalidRequest, LoweringFailed, NotConstant, XlacsError
+from xlacs_server import metrics
+from xlacs_server.errors import InvalidGraph, InvalidNode, InvalidRequest, LoweringError, NotConstant, XlacsError
 from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
 from xlacs_server.lower import limits, registry
+from xlacs_server.lower.checks import KernelError
 from xlacs_server.lower.context import LoweringContext, is_constant
 from xlacs_server.lower.functions import FunctionLibrary, TraceCache, Traced, write_back
 from xlacs_server.lower.variables import VariableRef, variable_name
@@ -48,12 +50,13 @@ class Lowerer:
         try:
             inputs = [env[e] for e in node.inputs]
         except KeyError as e:
-            raise LoweringFailed(name, node.op, f"input {e.args[0]} has no value (is it fed?)") from None
+            raise InvalidNode(name, node.op, f"input {e.args[0]} has no value (is it fed?)",
+                              input=str(e.args[0])) from None
         for spec in lowering.constant_inputs:
             index, input_name = lowering.constant_input_index(spec, len(inputs))
             if not 0 <= index < len(inputs):
-                raise LoweringFailed(name, node.op, f"input {input_name!r} is missing: the node has {len(inputs)} "
-                                                    "input(s)")
+                raise InvalidNode(name, node.op, f"input {input_name!r} is missing: the node has {len(inputs)} "
+                                                 "input(s)", input=input_name)
             if not is_constant(inputs[index]):
                 raise NotConstant(name, node.op, input_name)
         params = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
@@ -70,8 +73,11 @@ class Lowerer:
                 outputs = lowering.rule(ctx, *inputs, **params)
         except XlacsError:
             raise
-        except Exception as e:  # a rule rejecting its operands: report it against the node
-            raise LoweringFailed(name, node.op, f"{type(e).__name__}: {e}") from e
+        except KernelError as e:
+            raise e.at(name, node.op) from None
+        except Exception as e:  # rules raise typed errors for what they check: anything else is a bug of xlacs
+            metrics.LOWERING_ERRORS.labels(node.op).inc()
+            raise LoweringError(name, node.op, e) from e
         limits.check_outputs(name, node.op, outputs)
         for index, value in enumerate(outputs):
             env[Endpoint(node.name, index)] = value
@@ -94,14 +100,14 @@ class Lowerer:
         """Lowers the body of `ref` on `args` (prefer `call`, which lowers each signature once)."""
         body = self.library.body(ref)
         if len(args) != len(body.graph.feeds):
-            raise ValueError(f"function {ref.name!r} takes {len(body.graph.feeds)} argument(s), "
-                             f"not {len(args)}")
+            raise InvalidGraph(f"function {ref.name!r} takes {len(body.graph.feeds)} argument(s), "
+                               f"not {len(args)}")
         env = dict(zip(body.graph.feeds, args))
         Lowerer(body.graph, self.platform, library=self.library, traces=self.traces,
                 scope=f"{self.scope}{ref.name}/").run(body.order, env)
         missing = [str(e) for e in body.graph.fetches if e not in env]
         if missing:
-            raise ValueError(f"function {ref.name!r} returns {missing}, which its nodes do not output")
+            raise InvalidGraph(f"function {ref.name!r} returns {missing}, which its nodes do not output")
         return [env[e] for e in body.graph.fetches]
 
 

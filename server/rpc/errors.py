@@ -1,49 +1,107 @@
-"""The one place where exceptions become gRPC statuses."""
+"""The one place where exceptions become gRPC statuses, for every kind of handler (unary and streaming).
+
+A status carries google.rpc error details in its trailers (`grpc-status-details-bin`): the typed error's own
+(ErrorInfo, BadRequest, QuotaFailure) plus a RequestInfo with the request id, so clients act without parsing
+the message.
+"""
+import functools
 import logging
 import time
 import uuid
 
 import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from xlacs_server import metrics
 from xlacs_server.errors import XlacsError
 
 log = logging.getLogger(__name__)
 
+# Longer messages are cut: a status echoes request values, and gRPC trailers have a size limit.
+MAX_MESSAGE_CHARS = 4000
+
+_HANDLER_KINDS = {  # handler attribute -> the constructor of a handler of that kind
+    "unary_unary": grpc.unary_unary_rpc_method_handler,
+    "unary_stream": grpc.unary_stream_rpc_method_handler,
+    "stream_unary": grpc.stream_unary_rpc_method_handler,
+    "stream_stream": grpc.stream_stream_rpc_method_handler,
+}
+
 
 class ErrorInterceptor(grpc.ServerInterceptor):
-    """Typed errors abort with their own status; anything else is INTERNAL with a request id in the log."""
+    """Typed errors abort with their own status; anything else is INTERNAL. Every error status has a request
+    id, also in the log (with the traceback for INTERNAL)."""
 
     def __init__(self, counters):
         self.counters = counters
 
     def intercept_service(self, continuation, details):
         handler = continuation(details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
         method = details.method.rsplit("/", 1)[-1]
-        inner = handler.unary_unary
+        for kind, make in _HANDLER_KINDS.items():
+            inner = getattr(handler, kind)
+            if inner is not None:
+                guard = self._guard_stream if kind.endswith("_stream") else self._guard
+                return make(guard(method, inner), request_deserializer=handler.request_deserializer,
+                            response_serializer=handler.response_serializer)
+        return handler
 
+    def _guard(self, method: str, inner):
+        @functools.wraps(inner)
         def guarded(request, context):
             self.counters.requests += 1
             try:
                 return inner(request, context)
-            except XlacsError as e:
-                self._record(method, e.code, str(e))
-                context.abort(e.code, str(e))
-            except Exception:
-                request_id = uuid.uuid4().hex[:16]
-                log.exception("request %s (%s) failed", request_id, method)
-                message = f"internal error in {method}; request id {request_id} (see the server log)"
-                self._record(method, grpc.StatusCode.INTERNAL, message, request_id)
-                context.abort(grpc.StatusCode.INTERNAL, message)
+            except Exception as e:  # noqa: BLE001  (every exception becomes a status)
+                self._abort(method, context, e)
+        return guarded
 
-        return grpc.unary_unary_rpc_method_handler(guarded, request_deserializer=handler.request_deserializer,
-                                                   response_serializer=handler.response_serializer)
+    def _guard_stream(self, method: str, inner):
+        @functools.wraps(inner)
+        def guarded(request, context):
+            self.counters.requests += 1
+            try:
+                yield from inner(request, context)
+            except Exception as e:  # noqa: BLE001
+                self._abort(method, context, e)
+        return guarded
 
-    def _record(self, method: str, code: grpc.StatusCode, message: str, request_id: str = "") -> None:
+    def _abort(self, method: str, context, error: Exception):
+        request_id = uuid.uuid4().hex[:16]
+        if isinstance(error, XlacsError) and error.code != grpc.StatusCode.INTERNAL:
+            code, message, details = error.code, str(error), error.details()
+            log.info("request %s (%s): %s %s", request_id, method, code.name, message[:MAX_MESSAGE_CHARS])
+        else:
+            log.error("request %s (%s) failed", request_id, method, exc_info=error)
+            code = grpc.StatusCode.INTERNAL
+            what = f": {error}" if isinstance(error, XlacsError) else ""
+            message = f"internal error in {method}{what}; request id {request_id} (see the server log)"
+            details = error.details() if isinstance(error, XlacsError) else []
+        message = _truncated(message)
+        self._record(method, code, message, request_id)
+        status = status_pb2.Status(code=code.value[0], message=message, details=[
+            _packed(d) for d in [*details, error_details_pb2.RequestInfo(request_id=request_id)]])
+        context.abort_with_status(rpc_status.to_status(status))
+
+    def _record(self, method: str, code: grpc.StatusCode, message: str, request_id: str) -> None:
         metrics.RPC_ERRORS.labels(method, code.name).inc()
         self.counters.errors += 1
         self.counters.recent_errors.appendleft(
-            {"time": time.time(), "request_id": request_id or uuid.uuid4().hex[:16], "method": method,
-             "code": code.name, "message": message[:2000]})
+            {"time": time.time(), "request_id": request_id, "method": method, "code": code.name,
+             "message": message[:2000]})
+
+
+def _truncated(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[:MAX_MESSAGE_CHARS]}... ({len(message) - MAX_MESSAGE_CHARS} more characters)"
+
+
+def _packed(detail) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(detail)
+    return packed

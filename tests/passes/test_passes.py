@@ -4,7 +4,7 @@ import pytest
 
 import xlacs_server.service  # noqa: F401  (registers passes and lowerings)
 from tests.graphs import GraphBuilder
-from xlacs_server.errors import LoweringFailed, UnsupportedOps
+from xlacs_server.errors import InvalidNode, UnsupportedOps
 from xlacs_server.graph.ir import Endpoint
 from xlacs_server.passes import constant_fold, cse, infer_shapes, mark_for_compilation, prune, remove_identities
 from xlacs_server.passes.registry import Grouping, pipeline, register_pass
@@ -110,7 +110,7 @@ def test_infer_shapes_annotates_and_names_the_bad_node():
     bad.placeholder("x", shape=(2, 3))
     bad.const("w", np.ones((4, 5), np.float32))
     bad.op("mm", "MatMul", "x", "w")
-    with pytest.raises(LoweringFailed, match="'mm'"):
+    with pytest.raises(InvalidNode, match="'mm'"):
         infer_shapes.infer_shapes(bad.graph(["x:0"], ["mm:0"]))
 
 
@@ -132,5 +132,5 @@ def test_mark_for_compilation_rejects_unknown_attrs():
     b = GraphBuilder()
     b.placeholder("x")
     b.op("y", "Neg", "x", bogus=3)
-    with pytest.raises(LoweringFailed, match="unknown attr"):
+    with pytest.raises(InvalidNode, match="unknown attr"):
         mark_for_compilation.mark_for_compilation(b.graph(["x:0"], ["y:0"]))

@@ -8,6 +8,7 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import broadcast_shape
 from xlacs_server.lower.registry import register_op
 
 FLOAT_COMPLEX = D.FLOAT + D.COMPLEX
@@ -16,6 +17,7 @@ INT32_64 = (np.int32, np.int64)
 
 
 def binary(fn, ctx, x, y, *, T):
+    broadcast_shape(np.shape(x), np.shape(y))
     return [fn(x, y)]
 
 

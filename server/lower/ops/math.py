@@ -5,6 +5,7 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import InvalidArgument, broadcast_shape, check_rank
 from xlacs_server.lower.registry import register_op
 
 HIGHEST = lax.Precision.HIGHEST
@@ -19,16 +20,29 @@ def adjoint(x):
     return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
+def check_product(x, y, inputs: tuple[str, str], *, batched: bool) -> None:
+    """As TF's MatMul kernels: matrices (or batches of them, broadcast) whose inner dimensions agree; the
+    shapes are those after any transpose or adjoint."""
+    for operand, name in zip((x, y), inputs):
+        check_rank(operand, name, **({"min_rank": 2} if batched else {"rank": 2}))
+    if x.shape[-1] != y.shape[-2]:
+        raise InvalidArgument(f"matrix size-incompatible: {inputs[0]} {list(x.shape)} times {inputs[1]} "
+                              f"{list(y.shape)} (after any transpose): the inner dimensions differ", input=inputs[1])
+    broadcast_shape(x.shape[:-2], y.shape[:-2], inputs=inputs)
+
+
 @register_op("MatMul", dtypes=MATMUL_TYPES)
 def mat_mul(ctx, a, b, *, T, transpose_a=False, transpose_b=False, grad_a=False, grad_b=False):
     a = a.T if transpose_a else a
     b = b.T if transpose_b else b
+    check_product(a, b, ("a", "b"), batched=False)
     return [jnp.matmul(a, b, precision=HIGHEST)]
 
 
 def _batch_mat_mul(x, y, adj_x, adj_y, out_dtype):
     x = adjoint(x) if adj_x else x
     y = adjoint(y) if adj_y else y
+    check_product(x, y, ("x", "y"), batched=True)
     return jnp.matmul(x.astype(out_dtype), y.astype(out_dtype), precision=HIGHEST)
 
 
@@ -51,6 +65,7 @@ def sparse_mat_mul(ctx, a, b, *, Ta=np.dtype(np.float32), Tb=np.dtype(np.float32
     # The sparsity flags are hints for TF's CPU kernel; the product is dense and always float32.
     a = a.T if transpose_a else a
     b = b.T if transpose_b else b
+    check_product(a, b, ("a", "b"), batched=False)
     return [jnp.matmul(a.astype(np.float32), b.astype(np.float32), precision=HIGHEST)]
 
 

@@ -1,0 +1,62 @@
+"""What lowering rules check, as TF's kernels do with OP_REQUIRES: the errors they raise and shared checks.
+
+Rules and the helpers they call raise InvalidArgument (the graph's fault: TF would refuse the node too) or
+Unimplemented (TF accepts it, xlacs does not lower it), naming the input or attr at fault. They need no node:
+the engine reports them against the node being lowered. Any other exception from a rule is a bug of xlacs
+(INTERNAL, see engine.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from xlacs_server.errors import InvalidNode, NodeError, UnsupportedNode
+
+
+class KernelError(Exception):
+    error: type[NodeError]
+
+    def __init__(self, reason: str, *, attr: str | None = None, input: str | None = None):
+        super().__init__(reason)
+        self.attr, self.input = attr, input
+
+    def at(self, node: str, op: str) -> NodeError:
+        return self.error(node, op, str(self), attr=self.attr, input=self.input)
+
+
+class InvalidArgument(KernelError):
+    error = InvalidNode
+
+
+class Unimplemented(KernelError):
+    error = UnsupportedNode
+
+
+def check_rank(x, input: str, *, rank: int | None = None, min_rank: int | None = None) -> None:
+    ndim = np.ndim(x)
+    if rank is not None and ndim != rank:
+        raise InvalidArgument(f"input {input!r} must have rank {rank}, but has shape {list(np.shape(x))}",
+                              input=input)
+    if min_rank is not None and ndim < min_rank:
+        raise InvalidArgument(f"input {input!r} must have rank at least {min_rank}, but has shape "
+                              f"{list(np.shape(x))}", input=input)
+
+
+def check_scalar(x, input: str) -> None:
+    check_rank(x, input, rank=0)
+
+
+def broadcast_shape(*shapes: tuple[int, ...], inputs: tuple[str, ...] = ("x", "y")) -> tuple[int, ...]:
+    """The shape that operands of `shapes` broadcast to, as TF's BCast; incompatible shapes name the inputs."""
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        listed = ", ".join(f"{name} {list(shape)}" for name, shape in zip(inputs, shapes))
+        raise InvalidArgument(f"incompatible shapes for broadcasting: {listed}", input=inputs[-1]) from None
+
+
+def check_axis(axis: int, rank: int, input: str = "axis") -> int:
+    """`axis` in [-rank, rank), made non-negative."""
+    if not -rank <= axis < max(rank, 1):
+        raise InvalidArgument(f"{input} {axis} is out of range for a tensor of rank {rank}: use a value in "
+                              f"[{-rank}, {rank})", input=input)
+    return axis % max(rank, 1)
