@@ -15,6 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from xlacs import dtypes
 from xlacs.auth import tls_credentials
 from xlacs.client import Client
+from xlacs.errors import error_details
 from xlacs.v1 import xlacs_pb2
 
 DEFAULT_SERVER = "localhost:50051"
@@ -204,7 +205,9 @@ def main(argv=None) -> int:
             record = COMMANDS[args.command](args, client)
     except grpc.RpcError as e:
         if args.json:
-            print(json.dumps({"error": {"code": e.code().name, "message": e.details()}}))
+            details = error_details(e)
+            print(json.dumps({"error": {"code": e.code().name, "message": e.details(), "reason": details.reason,
+                                        **details.metadata, "request_id": details.request_id}}))
         else:
             print(f"error: {e.code().name}: {e.details()}", file=sys.stderr)
         return 2
