@@ -25,9 +25,10 @@ class RunningServer:
 @pytest.fixture(scope="session", autouse=True)
 def cache_dir(tmp_path_factory):
     """A fresh cache directory for the session's servers, `xlacs serve` subprocesses included (through the
-    environment), and no Redis: no test sees another run's entries, and none writes to ~/.cache."""
+    environment), and no Redis: no test sees another run's entries, and none writes to ~/.cache or ~/.config."""
     path = tmp_path_factory.mktemp("cache")
     os.environ["XLACS_CACHE_DIR"] = str(path)
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))  # where the directory's secret goes
     os.environ.pop("XLACS_REDIS_URL", None)
     return path
 

@@ -1,4 +1,8 @@
-"""The local-directory tier (the default without Redis): one file per entry, LRU by modification time."""
+"""The local-directory tier (the default without Redis): one file per entry, LRU by modification time.
+
+Anyone who can write the directory can put anything there: an entry is opened without following links and
+without blocking, must be a regular file no bigger than an entry may be (checked with fstat before reading),
+and the directory itself must not be writable by other users (refused at start)."""
 from __future__ import annotations
 
 import contextlib
@@ -6,10 +10,13 @@ import logging
 import os
 import pathlib
 import secrets
+import stat
 import threading
 import time
 from typing import Callable
 
+from xlacs_server.cache.entry import RejectedEntry
+from xlacs_server.cache.secret import check_not_loose
 from xlacs_server.cache.stats import TierStats
 
 log = logging.getLogger(__name__)
@@ -22,32 +29,45 @@ class DiskStore:
     directory never read half an entry. A read refreshes the file's mtime, the LRU clock of eviction."""
     tier = "disk"
 
-    def __init__(self, directory: pathlib.Path, max_bytes: int, ttl_s: int):
+    def __init__(self, directory: pathlib.Path, max_bytes: int, ttl_s: int, max_entry_bytes: int):
         self.directory = directory
         self.max_bytes = max_bytes
         self.ttl_s = ttl_s
+        self.max_entry_bytes = max_entry_bytes
         self.stats = TierStats(self.tier)
         self._lock = threading.Lock()
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_not_loose(directory, "the cache directory", directory.stat())
         self._evict()
 
     def _path(self, key: str) -> pathlib.Path:
         return self.directory / f"{key}{SUFFIX}"
 
     def get(self, key: str) -> bytes | None:
-        path = self._path(key)
+        """The entry's bytes; None if there is none; RejectedEntry if what is there is no entry file."""
         try:
-            if self.ttl_s and time.time() - path.stat().st_mtime > self.ttl_s:
-                path.unlink(missing_ok=True)
-                return None
-            blob = path.read_bytes()
-            os.utime(path)
-            return blob
+            fd = os.open(self._path(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             return None
-        except OSError as e:
-            self._failed("read", key, e)
-            return None
+        except OSError as e:  # ELOOP: a symbolic link
+            raise RejectedEntry("not_a_file", f"{self._path(key)} cannot be opened as a file: {e}") from None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise RejectedEntry("not_a_file", f"{self._path(key)} is not a regular file")
+            if st.st_size > self.max_entry_bytes:
+                raise RejectedEntry("too_big", f"{self._path(key)} has {st.st_size} bytes, over "
+                                               f"cache_max_entry_bytes={self.max_entry_bytes}")
+            if self.ttl_s and time.time() - st.st_mtime > self.ttl_s:
+                self._path(key).unlink(missing_ok=True)
+                return None
+            try:
+                blob = f.read(st.st_size)
+                os.utime(fd)
+            except OSError as e:
+                self._failed("read", key, e)
+                return None
+            return blob
 
     def put(self, key: str, blob: bytes) -> None:
         tmp = self.directory / f".{key}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
@@ -72,8 +92,8 @@ class DiskStore:
                 files = []
                 for path in self.directory.glob(f"*{SUFFIX}"):
                     with contextlib.suppress(FileNotFoundError):  # deleted meanwhile by another process
-                        stat = path.stat()
-                        files.append((stat.st_mtime, stat.st_size, path))
+                        st = path.lstat()
+                        files.append((st.st_mtime, st.st_size, path))
             except OSError as e:
                 self._failed("scan", str(self.directory), e)
                 return

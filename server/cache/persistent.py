@@ -13,7 +13,7 @@ from jax.errors import JaxRuntimeError
 from xlacs_server.cache.disk import DiskStore
 from xlacs_server.cache.entry import Entry, RejectedEntry, decode, encode
 from xlacs_server.cache.redis_store import RedisStore
-from xlacs_server.cache.secret import cache_secret
+from xlacs_server.cache.secret import cache_secret, secret_id
 from xlacs_server.compile.compiler import TensorSig
 from xlacs_server.config import Settings
 from xlacs_server.execute.devices import DeviceRef
@@ -58,7 +58,13 @@ class PersistentTier:
         self.tier = store.tier
         self.stats = store.stats
         self.secret = secret
+        # Entries and leases are stored under the secret's id: deployments with different secrets that share a
+        # store keep apart instead of overwriting each other's entries.
+        self.namespace = secret_id(secret)
         self.max_entry_bytes = max_entry_bytes
+
+    def _stored(self, key: str) -> str:
+        return f"{self.namespace}.{key}"
 
     @contextlib.contextmanager
     def flight(self, key: str, device: DeviceRef, checkpoint: Callable[[str], None]):
@@ -68,7 +74,7 @@ class PersistentTier:
         `checkpoint(stage)` raises to stop the wait (the client cancelled, or its deadline passed)."""
         executable = self._fetch(key, device)
         while executable is None:
-            with self.store.lease(key, checkpoint) as held:
+            with self.store.lease(self._stored(key), checkpoint) as held:
                 # Look again: a peer may have saved it since. Right after taking the lease, a refused entry
                 # is the one refused above, so it is not counted twice.
                 executable = self._fetch(key, device, count_refusal=not held)
@@ -86,13 +92,13 @@ class PersistentTier:
             log.info("%s: the entry of %s has %d bytes, over the %d-byte limit (XLACS_CACHE_MAX_ENTRY_BYTES); "
                      "kept in L1 only", self.tier, executable.key, len(blob), self.max_entry_bytes)
             return
-        self.store.put(executable.key, blob)
+        self.store.put(self._stored(executable.key), blob)
 
     def _fetch(self, key: str, device: DeviceRef, count_refusal: bool = True) -> Executable | None:
-        blob = self.store.get(key)
-        if blob is None:
-            return None
         try:
+            blob = self.store.get(self._stored(key))
+            if blob is None:
+                return None
             entry = decode(blob, key, self.secret)
             try:
                 return from_entry(entry, device)
@@ -117,7 +123,8 @@ def open_tier(settings: Settings) -> PersistentTier | None:
     directory = pathlib.Path(settings.cache_dir).expanduser()
     try:
         secret = cache_secret(settings, directory)
-        store = DiskStore(directory, settings.cache_dir_max_bytes, settings.cache_ttl_s)
+        store = DiskStore(directory, settings.cache_dir_max_bytes, settings.cache_ttl_s,
+                          settings.cache_max_entry_bytes)
     except OSError as e:
         log.warning("cache directory %s cannot be used, caching in memory only: %s", directory, e)
         return None

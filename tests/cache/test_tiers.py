@@ -12,7 +12,7 @@ from tests.cache.conftest import SECRET, Graph, dense_graph, free_port, settings
 from xlacs.freeze import freeze
 from xlacs_server.cache.entry import decode, encode
 from xlacs_server.cache.redis_store import BACKOFF_MAX_S
-from xlacs_server.cache.secret import CacheConfigError
+from xlacs_server.cache.secret import CacheConfigError, generated_secret_path, secret_id
 from xlacs_server.errors import Cancelled
 from xlacs_server.service import CompilationService
 
@@ -26,8 +26,9 @@ def tier(service: CompilationService, name: str):
 
 
 def entry_key(graph, service) -> str:
-    """The Redis key of the graph's entry; finds the cache key by compiling on a tierless service."""
-    return "xlacs:entry:" + service.compile(graph.spec()).loaded.executable.key
+    """The Redis key of the graph's entry (under the test secret's id); finds the cache key by compiling on a
+    tierless service."""
+    return f"xlacs:entry:{secret_id(SECRET.encode())}.{service.compile(graph.spec()).loaded.executable.key}"
 
 
 def test_miss_then_l1_then_l2_in_another_service_without_compiling(redis_server):
@@ -42,7 +43,8 @@ def test_miss_then_l1_then_l2_in_another_service_without_compiling(redis_server)
     l2 = tier(second, "l2")
     assert (l2.hits, l2.misses, l2.rejected, l2.errors) == (1, 0, 0, 0) and l2.compile_ms_saved > 0
     assert (tier(first, "l2").misses, tier(first, "l2").entries) == (1, 1)
-    assert tier(first, "l2").bytes == len(redis_server.client().get(f"xlacs:entry:{first.l1.values()[0].key}"))
+    stored = f"xlacs:entry:{first.persistent.namespace}.{first.l1.values()[0].key}"
+    assert tier(first, "l2").bytes == len(redis_server.client().get(stored))
 
 
 def test_the_directory_tier_serves_a_restarted_service(tmp_path):
@@ -52,7 +54,8 @@ def test_the_directory_tier_serves_a_restarted_service(tmp_path):
     hit, got = graph.run(restarted)
     assert (miss, hit, restarted.counters.compiles) == ("miss", "disk", 0)
     np.testing.assert_array_equal(got[0], want[0])
-    assert (tmp_path / "secret").stat().st_mode & 0o077 == 0  # the generated secret is the owner's only
+    secret = generated_secret_path()  # outside the directory, the owner's only
+    assert not secret.is_relative_to(tmp_path) and secret.stat().st_mode & 0o077 == 0
     disk = tier(restarted, "disk")
     assert (disk.entries, disk.hits) == (1, 1) and disk.bytes == sum(p.stat().st_size for p in tmp_path.glob("*.xce"))
 
@@ -82,7 +85,7 @@ def test_refused_entries_are_misses_counted_apart_and_overwritten_by_the_recompi
         blob = r.get(name)
         r.set(name, {"truncated": blob[:len(blob) // 2],
                      "foreign_version": blob[:8] + (999).to_bytes(4, "big") + blob[12:],
-                     "bad_mac": encode(decode(blob, name.removeprefix("xlacs:entry:"), SECRET.encode()),
+                     "bad_mac": encode(decode(blob, name.split(".", 1)[1], SECRET.encode()),
                                        b"the secret of another deployment")}[damage])
     service = redis_service(redis_server)
     with caplog.at_level(logging.WARNING, "xlacs_server.cache.persistent"):
@@ -112,7 +115,7 @@ def test_ttl_key_prefix_and_entry_size_limit(redis_server):
     graph.run(service)
     r = redis_server.client()
     (name,) = r.keys("*")
-    assert name.startswith(b"team-a:entry:" + graph.name.encode()) and 3500 < r.ttl(name) <= 3600
+    assert name.startswith(f"team-a:entry:{secret_id(SECRET.encode())}.".encode()) and 3500 < r.ttl(name) <= 3600
     assert graph.run(redis_service(redis_server))[0] == "miss"  # another prefix is another namespace
     bigger = dense_graph()
     limited = redis_service(redis_server, cache_max_entry_bytes=100)

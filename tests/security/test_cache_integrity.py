@@ -8,9 +8,10 @@ import tensorflow as tf
 from tests.cache.conftest import SECRET, RedisServer, settings
 from xlacs import freeze
 from xlacs_server.cache.entry import decode, encode
+from xlacs_server.cache.secret import secret_id
 from xlacs_server.service import CompilationService, CompileSpec
 
-KEY_PREFIX = "xlacs:entry:"
+KEY_PREFIX = f"xlacs:entry:{secret_id(SECRET.encode())}."  # entries live under their secret's id
 
 
 @pytest.fixture
