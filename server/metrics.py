@@ -101,6 +101,8 @@ class ServiceCollector:
                                                                 "unreachable, an I/O error)", labels=["tier"]),
             "rejected": CounterMetricFamily("xlacs_cache_integrity_errors", "Entries refused as misses: truncated, "
                                             "corrupt, another format version, or a bad HMAC", labels=["tier"]),
+            "skipped": CounterMetricFamily("xlacs_cache_skipped", "Lookups and writes that went on without a failing "
+                                           "backend while its circuit breaker was open", labels=["tier"]),
         }
         saved = CounterMetricFamily("xlacs_cache_compile_seconds_saved", "Lowering and compile time that cache "
                                                                          "hits saved", labels=["tier"])

@@ -17,9 +17,11 @@ from xlacs_server.cache.stats import TierStats
 
 log = logging.getLogger(__name__)
 
-# A request waits at most this long on a Redis that does not answer before it compiles without L2.
-CONNECT_TIMEOUT_S = 1.0
-SOCKET_TIMEOUT_S = 5.0
+# A request waits at most this long on a Redis that does not answer (a stopped or partitioned one) before it
+# goes on without L2. The socket timeout bounds each read, not a whole transfer: a big entry arriving steadily
+# is never cut.
+CONNECT_TIMEOUT_S = 0.5
+SOCKET_TIMEOUT_S = 0.5
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.25, 5.0  # after a failure, Redis is left alone this long, doubling
 POLL_S = 0.05  # how often a replica waiting on another's lease looks whether it is gone
 
@@ -53,6 +55,7 @@ class RedisStore:
         self._state = threading.Lock()
         self._backoff_s = 0.0  # 0 while Redis answers
         self._retry_at = 0.0
+        self._probing = False  # a call is finding out whether Redis answers again
         if self._call("ping", self.client.ping) is not _FAILED:
             log.info("cache tier l2: Redis at %s", self.url)
 
@@ -101,9 +104,16 @@ class RedisStore:
                 return
 
     def _call(self, what: str, command):
-        """The command's result, or _FAILED when Redis fails or is being left alone after a failure."""
-        if time.monotonic() < self._retry_at:
-            return _FAILED
+        """The command's result, or _FAILED when Redis fails or is being left alone after a failure.
+
+        A circuit breaker: after a failure every call skips Redis until the backoff ends; then one call probes
+        it while the others keep skipping, so a stalled Redis costs one timeout per backoff, not one per call."""
+        with self._state:
+            if self._backoff_s:
+                if self._probing or time.monotonic() < self._retry_at:
+                    self.stats.add(skipped=1)
+                    return _FAILED
+                self._probing = True
         try:
             result = command()
         except redis.RedisError as e:
@@ -115,9 +125,11 @@ class RedisStore:
                 self._backoff_s = min(max(2 * self._backoff_s, BACKOFF_MIN_S), BACKOFF_MAX_S)
                 self._retry_at = time.monotonic() + self._backoff_s
             return _FAILED
-        if self._backoff_s:
+        finally:
             with self._state:
-                if self._backoff_s:
-                    log.info("Redis at %s answers again", self.url)
-                    self._backoff_s = 0.0
+                self._probing = False
+        with self._state:
+            if self._backoff_s:
+                log.info("Redis at %s answers again", self.url)
+                self._backoff_s = 0.0
         return result

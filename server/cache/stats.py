@@ -16,6 +16,7 @@ class TierStats:
     bytes: int = 0
     compile_ms_saved: float = 0.0
     rejected: int = 0  # entries refused by their integrity check (also counted in misses)
+    skipped: int = 0  # calls that did not wait on a failing backend (Redis' circuit breaker is open)
 
     def add(self, **deltas) -> None:
         """Adds to counters; requests on many threads count at once, and `+=` alone could lose some."""
