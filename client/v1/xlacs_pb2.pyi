@@ -182,7 +182,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TierStats(_message.Message):
-    __slots__ = ("tier", "hits", "misses", "evictions", "errors", "entries", "bytes", "compile_ms_saved", "rejected")
+    __slots__ = ("tier", "hits", "misses", "evictions", "errors", "entries", "bytes", "compile_ms_saved", "rejected", "skipped")
     TIER_FIELD_NUMBER: _ClassVar[int]
     HITS_FIELD_NUMBER: _ClassVar[int]
     MISSES_FIELD_NUMBER: _ClassVar[int]
@@ -192,6 +192,7 @@ class TierStats(_message.Message):
     BYTES_FIELD_NUMBER: _ClassVar[int]
     COMPILE_MS_SAVED_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     tier: str
     hits: int
     misses: int
@@ -201,7 +202,8 @@ class TierStats(_message.Message):
     bytes: int
     compile_ms_saved: float
     rejected: int
-    def __init__(self, tier: _Optional[str] = ..., hits: _Optional[int] = ..., misses: _Optional[int] = ..., evictions: _Optional[int] = ..., errors: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., compile_ms_saved: _Optional[float] = ..., rejected: _Optional[int] = ...) -> None: ...
+    skipped: int
+    def __init__(self, tier: _Optional[str] = ..., hits: _Optional[int] = ..., misses: _Optional[int] = ..., evictions: _Optional[int] = ..., errors: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., compile_ms_saved: _Optional[float] = ..., rejected: _Optional[int] = ..., skipped: _Optional[int] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("name", "platform", "kind")

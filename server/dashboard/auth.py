@@ -1,11 +1,11 @@
-"""The dashboard asks for the daemon's bearer tokens when authentication is on, unless it listens on
-localhost only. Browsers get a Basic prompt (any user name, the token as password); scripts and Prometheus
-send `Authorization: Bearer <token>`. The probes /healthz and /readyz stay open."""
+"""The dashboard asks for the daemon's bearer tokens when authentication is on, on every address (loopback
+included: other users of the host reach it too). Browsers get a Basic prompt (any user name, the token as
+password); scripts and Prometheus send `Authorization: Bearer <token>`. The probes /healthz and /readyz stay
+open."""
 from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 
 from fastapi import FastAPI
 from starlette.responses import PlainTextResponse
@@ -18,17 +18,8 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 def protect(app: FastAPI, settings: Settings) -> None:
     tokens = TokenStore.from_settings(settings)
-    if tokens is not None and not is_loopback(settings.host):
+    if tokens is not None:
         app.add_middleware(RequireToken, tokens=tokens)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name other than localhost may resolve to anything
-        return False
 
 
 def token_of(header: str) -> str:
@@ -53,7 +44,8 @@ class RequireToken:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
-            token = token_of(dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"))
+            headers = [value for key, value in scope["headers"] if key == b"authorization"]
+            token = token_of(headers[0].decode("latin-1")) if len(headers) == 1 else ""
             if not token or not self.tokens.valid(token):
                 response = PlainTextResponse(
                     "this dashboard needs the daemon's token: Authorization: Bearer <token>, or Basic with the "

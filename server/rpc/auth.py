@@ -89,12 +89,13 @@ class AuthInterceptor(grpc.ServerInterceptor):
         service, _, method = details.method.lstrip("/").rpartition("/")
         if service in OPEN_SERVICES:
             return continuation(details)
-        header = dict(details.invocation_metadata or ()).get("authorization", "")
-        if self.tokens.valid_header(header):
+        headers = [value for key, value in details.invocation_metadata or () if key == "authorization"]
+        if len(headers) == 1 and self.tokens.valid_header(headers[0]):
             return continuation(details)
         metrics.RPC_ERRORS.labels(method, grpc.StatusCode.UNAUTHENTICATED.name).inc()
-        return _deny(continuation(details), "missing authorization metadata" if not header
-                     else "the bearer token is not valid")
+        reason = ("missing authorization metadata" if not headers else "the bearer token is not valid"
+                  if len(headers) == 1 else f"{len(headers)} authorization headers: send exactly one")
+        return _deny(continuation(details), reason)
 
 
 def _deny(handler, reason: str):

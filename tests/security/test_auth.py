@@ -129,7 +129,7 @@ def dashboard_of(tokens_file):
         http.stop()
 
 
-def test_dashboard_beyond_localhost_needs_the_token(dashboard_of):
+def test_dashboard_needs_the_token(dashboard_of):
     url = dashboard_of("0.0.0.0")
     with httpx.Client(base_url=url, timeout=60) as http:
         for path in ("/", "/api/overview", "/metrics"):
@@ -142,6 +142,19 @@ def test_dashboard_beyond_localhost_needs_the_token(dashboard_of):
         assert http.get("/healthz").status_code == 200 and http.get("/readyz").status_code == 200
 
 
-def test_dashboard_on_localhost_is_open(dashboard_of):
+def test_dashboard_on_localhost_needs_the_token_too(dashboard_of):
+    """Other users of the host reach loopback too: HLO downloads and all need the token there as well."""
     with httpx.Client(base_url=dashboard_of("127.0.0.1"), timeout=60) as http:
-        assert http.get("/api/overview").status_code == 200
+        assert http.get("/api/overview").status_code == 401
+        assert http.get("/api/overview", headers={"Authorization": "Bearer first-token"}).status_code == 200
+
+
+def test_two_authorization_headers_are_refused_even_when_one_is_right(secured, dashboard_of):
+    both = (("authorization", "Bearer wrong-token"), ("authorization", "Bearer first-token"))
+    with pytest.raises(grpc.RpcError) as e:
+        stats(secured.address, both)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED and "2 authorization headers" in e.value.details()
+    with httpx.Client(base_url=dashboard_of("0.0.0.0"), timeout=60) as http:
+        response = http.get("/api/overview", headers=[("Authorization", "Bearer wrong"),
+                                                      ("Authorization", "Bearer first-token")])
+        assert response.status_code == 401
