@@ -13,6 +13,12 @@ from google.protobuf import message
 from google.rpc import error_details_pb2
 
 DOMAIN = "xlacs"
+ECHO_CHARS = 80  # a request value quoted in a message is cut to this: an error must not grow with its input
+
+
+def echoed(value: str) -> str:
+    """`value` quoted for a message, cut to ECHO_CHARS."""
+    return repr(value) if len(value) <= ECHO_CHARS else f"{value[:ECHO_CHARS]!r}... ({len(value)} characters)"
 
 
 class XlacsError(Exception):

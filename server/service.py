@@ -23,7 +23,7 @@ from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, com
 from xlacs_server.compile.compiler import TensorSig, compile_graph
 from xlacs_server.compile.weights import canonical_order, lift_weights, weight_values
 from xlacs_server.config import Settings
-from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound
+from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.weights import WeightStore
@@ -249,7 +249,7 @@ class CompilationService:
         with self._loaded_lock:
             loaded = self._loaded.get(executable_id)
         if loaded is None:
-            raise NotFound(f"executable {executable_id!r} is not loaded on this server; Compile it first")
+            raise NotFound(f"executable {echoed(executable_id)} is not loaded on this server; Compile it first")
         return loaded
 
     def execute(self, executable_id: str, inputs: dict[str, np.ndarray]) -> tuple[Executable, list[np.ndarray]]:
