@@ -43,6 +43,7 @@ class Settings:
     lift_threshold_bytes: int = 64 << 10
     lift_min_float_elements: int = 16
     max_loaded: int = 1024  # executable ids (program + weights bindings) kept loaded, LRU
+    max_weight_bytes: int = 4 * GIB  # device-resident weights of the loaded ids; the least recently used go
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
     # The cache tier behind L1 (docs/cache.md): Redis when redis_url is set, else this directory ("" for none).
     redis_url: str = ""

@@ -12,7 +12,7 @@ import time
 
 from xlacs import Client
 
-STARTED = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+)")
+STARTED = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+) and the dashboard on http://[^:]+:(\d+)")
 
 
 class DaemonProcess:
@@ -35,7 +35,7 @@ class DaemonProcess:
                 self.process.kill()
                 raise RuntimeError(f"xlacs serve did not start:\n{self.log.read_text()}")
             time.sleep(0.05)
-        self.port = int(match.group(1))
+        self.port, self.http_port = int(match.group(1)), int(match.group(2))
         self.address = f"127.0.0.1:{self.port}"
         self.pid = self.process.pid
 

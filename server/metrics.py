@@ -87,6 +87,12 @@ class ServiceCollector:
         yield CounterMetricFamily("xlacs_rpc_requests", "RPCs received", value=c.requests)
         yield CounterMetricFamily("xlacs_compiles", "Compiles that missed every cache tier", value=c.compiles)
         yield CounterMetricFamily("xlacs_executes", "Executions that succeeded", value=c.executes)
+        weights = self.service.weights
+        yield GaugeMetricFamily("xlacs_weight_bytes", "Device-resident weight bytes of the loaded executables "
+                                                      "(bounded by max_weight_bytes)", value=weights.resident_bytes())
+        yield CounterMetricFamily("xlacs_weight_evictions", "Loaded executables dropped, least recently used "
+                                                            "first, to stay within max_loaded and max_weight_bytes",
+                                  value=weights.evictions)
         yield from self._tiers()
         yield from self._memory()
 

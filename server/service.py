@@ -150,7 +150,12 @@ class CompilationService:
     def _bind(self, executable: Executable, graph: Graph, inputs: list[TensorSig],
               device: DeviceRef) -> LoadedExecutable:
         """The executable bound to this graph's weights and names; its id adds the weights' digest to the key."""
-        digest, buffers = self.weights.bind(weight_values(graph), device.device)
+        values = weight_values(graph)
+        size = sum(v.nbytes for v in values)
+        if size > self.settings.max_weight_bytes:
+            raise LimitExceeded(f"the graph's weights take {size} bytes", "max_weight_bytes",
+                                self.settings.max_weight_bytes)
+        digest, buffers = self.weights.bind(values, device.device)
         fetches = [dataclasses.replace(s, name=str(f)) for s, f in zip(executable.outputs, graph.fetches)]
         outputs = fetches + executable.outputs[len(fetches):]  # then the assigned variables
         loaded = LoadedExecutable(f"{executable.key}.{digest[:16]}" if buffers else executable.key, executable,
@@ -158,8 +163,12 @@ class CompilationService:
         with self._loaded_lock:
             self._loaded[loaded.id] = loaded
             self._loaded.move_to_end(loaded.id)
-            while len(self._loaded) > self.settings.max_loaded:
+            # Least recently used ids go first; an Execute of one then gets NOT_FOUND, and the client compiles
+            # again (an L1 hit that uploads the weights anew).
+            while len(self._loaded) > self.settings.max_loaded or (
+                    len(self._loaded) > 1 and self.weights.resident_bytes() > self.settings.max_weight_bytes):
                 self._loaded.popitem(last=False)
+                self.weights.evicted()
         return loaded
 
     def ingredients(self, graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> list[tuple[str, str]]:
@@ -248,6 +257,8 @@ class CompilationService:
     def loaded(self, executable_id: str) -> LoadedExecutable:
         with self._loaded_lock:
             loaded = self._loaded.get(executable_id)
+            if loaded is not None:
+                self._loaded.move_to_end(executable_id)
         if loaded is None:
             raise NotFound(f"executable {echoed(executable_id)} is not loaded on this server; Compile it first")
         return loaded

@@ -16,12 +16,23 @@ def content_hash(value: np.ndarray) -> str:
 
 
 class WeightStore:
-    """Uploads each distinct weight once per device; a buffer lives while some binding holds it."""
+    """Uploads each distinct weight once per device; a buffer lives while some binding holds it, so the
+    service bounds the resident bytes by dropping its least recently used bindings (`evictions`)."""
 
     def __init__(self):
         self._buffers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         self.uploads = 0
+        self.evictions = 0  # bindings dropped to stay within the budgets (max_loaded, max_weight_bytes)
+
+    def resident_bytes(self) -> int:
+        """Bytes of the distinct weight buffers that some binding still holds."""
+        with self._lock:
+            return sum(buffer.nbytes for buffer in self._buffers.values())
+
+    def evicted(self) -> None:
+        with self._lock:
+            self.evictions += 1
 
     def bind(self, values: list[np.ndarray], device: jax.Device) -> tuple[str, list[jax.Array]]:
         """(digest of all the weights, their device buffers)."""
