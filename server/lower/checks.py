@@ -60,3 +60,26 @@ def check_axis(axis: int, rank: int, input: str = "axis") -> int:
         raise InvalidArgument(f"{input} {axis} is out of range for a tensor of rank {rank}: use a value in "
                               f"[{-rank}, {rank})", input=input)
     return axis % max(rank, 1)
+
+
+def check_axes(values, rank: int, input: str = "axis", *, unique: bool = True) -> tuple[int, ...]:
+    """A constant list of axes (of any shape, read flat), each in [-rank, rank) and, if `unique`, none named
+    twice, as TF's reductions and ReverseV2 require; made non-negative, in the order given."""
+    found: list[int] = []
+    for axis in np.ravel(values).tolist():
+        if not -rank <= axis < rank:
+            raise InvalidArgument(f"input {input!r} holds axis {axis}, out of range for a tensor of rank {rank}: "
+                                  f"use values in [{-rank}, {rank})", input=input)
+        if unique and axis % rank in found:
+            raise InvalidArgument(f"input {input!r} names axis {axis % rank} twice ({np.ravel(values).tolist()}): "
+                                  "name each axis once", input=input)
+        found.append(axis % rank)
+    return tuple(found)
+
+
+def check_axis_attr(axis: int, rank: int, attr: str) -> int:
+    """An axis attr in [-rank, rank), made non-negative."""
+    if not -rank <= axis < rank:
+        raise InvalidArgument(f"{attr}={axis} is out of range for a tensor of rank {rank}: use a value in "
+                              f"[{-rank}, {rank})", attr=attr)
+    return axis % rank
