@@ -50,6 +50,8 @@ LIMITS = [
     ("max_concurrent_executes", "Execute calls running at once", "(they wait)"),
     ("execute_queue", "Execute calls waiting for a slot", "RESOURCE_EXHAUSTED, at once"),
     ("compile_deadline_s", "seconds a compile may take (the client's deadline applies too)", "DEADLINE_EXCEEDED"),
+    ("execute_deadline_s", "seconds a program with loops may run, in an execution worker that is then killed "
+                           "(the client's deadline applies too)", "DEADLINE_EXCEEDED"),
     ("workers", "gRPC threads; calls beyond them", "RESOURCE_EXHAUSTED, at once"),
     ("max_loaded", "executable ids (a program bound to its weights) kept loaded", "the least recently used go"),
     ("max_weight_bytes", "device-resident weights of the loaded ids; the least recently used ids go (an Execute "

@@ -31,6 +31,10 @@ class Settings:
     max_concurrent_executes: int = 4
     execute_queue: int = 4
     compile_deadline_s: float = 600.0  # a compile stops at the earlier of this and the client's deadline
+    # Programs with loops ("loops"), or all programs ("all"), run in worker processes that are killed past
+    # execute_deadline_s (or the client's deadline), so a loop that never ends cannot hold a slot for ever.
+    isolate_executions: str = "loops"
+    execute_deadline_s: float = 60.0
     # Security (docs/security.md). Tokens: a file of one per line, re-read when it changes, and/or a list;
     # either turns bearer-token authentication on. TLS when cert and key are set; mutual with a client CA.
     auth_tokens_file: str = ""

@@ -53,6 +53,7 @@ def serve(args) -> None:
     app.state.dashboard.draining = True  # /readyz answers 503 while the calls in flight finish
     server.stop(grace=settings.shutdown_grace_s).wait()
     http.stop()
+    service.close()
     cut = _in_flight(service)
     if cut:
         # gRPC cancelled these calls at the deadline, but their threads still compute and would hold the

@@ -87,6 +87,12 @@ class ServiceCollector:
         yield CounterMetricFamily("xlacs_rpc_requests", "RPCs received", value=c.requests)
         yield CounterMetricFamily("xlacs_compiles", "Compiles that missed every cache tier", value=c.compiles)
         yield CounterMetricFamily("xlacs_executes", "Executions that succeeded", value=c.executes)
+        workers = CounterMetricFamily("xlacs_execution_workers", "Execution workers started, killed at a "
+                                      "deadline, or dead of a crash", labels=["device", "event"])
+        for pool in self.service.workers.pools():
+            for event in ("started", "killed", "crashed"):
+                workers.add_metric([pool.device.name, event], getattr(pool, event))
+        yield workers
         weights = self.service.weights
         yield GaugeMetricFamily("xlacs_weight_bytes", "Device-resident weight bytes of the loaded executables "
                                                       "(bounded by max_weight_bytes)", value=weights.resident_bytes())

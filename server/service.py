@@ -26,6 +26,7 @@ from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
+from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers, has_loops
 from xlacs_server.execute.weights import WeightStore
 from xlacs_server.graph.fingerprint import fingerprint
 from xlacs_server.graph.importer import graph_text, import_graph
@@ -105,6 +106,9 @@ class CompilationService:
         self.tiers = [self.l1, *([self.persistent] if self.persistent else [])]
         self.counters = Counters()
         self.weights = WeightStore()
+        if settings.isolate_executions not in ISOLATION_POLICIES:
+            raise ValueError(f"isolate_executions={settings.isolate_executions!r}: use one of {ISOLATION_POLICIES}")
+        self.workers = Workers()
         self._loaded: collections.OrderedDict[str, LoadedExecutable] = collections.OrderedDict()
         self._loaded_lock = threading.Lock()
         self._flights: dict[str, list] = {}  # key -> [lock, requests holding or awaiting it]
@@ -207,6 +211,8 @@ class CompilationService:
                         with watch.stage("store"):
                             self.persistent.save(executable, serialized)
                         tier = "miss"
+            if not self._isolates(executable):
+                executable.serialized = None  # runs in the daemon: no worker will load it
             self.l1.put(key, executable)
             return executable, tier
 
@@ -224,7 +230,8 @@ class CompilationService:
                  ", ".join(f"{k} {v:.0f}" for k, v in watch.ms.items()))
         executable = Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.params,
                                 program.compiled, program.stablehlo, dict(watch.ms), records, len(program.serialized),
-                                op_histogram=dict(collections.Counter(n.op for n in graph.nodes.values())))
+                                op_histogram=dict(collections.Counter(n.op for n in graph.nodes.values())),
+                                serialized=program.serialized)
         return executable, program.serialized
 
     @contextlib.contextmanager
@@ -263,15 +270,34 @@ class CompilationService:
             raise NotFound(f"executable {echoed(executable_id)} is not loaded on this server; Compile it first")
         return loaded
 
-    def execute(self, executable_id: str, inputs: dict[str, np.ndarray]) -> tuple[Executable, list[np.ndarray]]:
+    def execute(self, executable_id: str, inputs: dict[str, np.ndarray],
+                client_s: float | None = None) -> tuple[Executable, list[np.ndarray]]:
+        """The outputs of an executable; `client_s`, the time left before the client's deadline, bounds a run
+        in an execution worker as execute_deadline_s does."""
         loaded = self.loaded(executable_id)
         size = sum(a.nbytes for a in inputs.values())
         if size > self.settings.max_input_bytes:
             raise LimitExceeded(f"the inputs have {size} bytes", "max_input_bytes", self.settings.max_input_bytes)
-        with metrics.executing(loaded.executable.device.name):
-            outputs = loaded.run(inputs)
+        executable = loaded.executable
+        with metrics.executing(executable.device.name):
+            if executable.isolated:
+                limit_s = self.settings.execute_deadline_s
+                timeout_s, why = (client_s, "the client's deadline") if client_s is not None and client_s < limit_s \
+                    else (limit_s, f"the server's limit execute_deadline_s={limit_s:g} s")
+                outputs = self.workers.pool(executable.device).run(
+                    loaded.id, lambda: (executable.serialized, [np.asarray(w) for w in loaded.weights]),
+                    loaded.check_inputs(inputs), timeout_s, why)
+            else:
+                outputs = loaded.run(inputs)
         self.counters.executes += 1
-        return loaded.executable, outputs
+        return executable, outputs
+
+    def close(self) -> None:
+        """Stops the execution workers (at shutdown)."""
+        self.workers.close()
+
+    def _isolates(self, executable: Executable) -> bool:
+        return self.settings.isolate_executions == "all" or has_loops(executable.stablehlo)
 
     @within_limits
     def check_graph(self, graph_def: bytes, device: str) -> tuple[collections.Counter, dict[str, list[str]], int]:

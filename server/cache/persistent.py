@@ -47,7 +47,7 @@ def from_entry(entry: Entry, device: DeviceRef) -> Executable:
     return Executable(entry.key, m["graph_name"], device, _unsigs(m["inputs"]), _unsigs(m["outputs"]),
                       _unsigs(m["params"]), Program.deserialize(entry.executable, device.device), entry.stablehlo,
                       m["stage_ms"], [PassRecord(**r) for r in m["passes"]], len(entry.executable),
-                      op_histogram=m["op_histogram"], created=entry.created)
+                      op_histogram=m["op_histogram"], created=entry.created, serialized=entry.executable)
 
 
 class PersistentTier:

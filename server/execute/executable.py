@@ -33,7 +33,15 @@ class Executable:
     created: float = dataclasses.field(default_factory=time.time)
     hits: int = 0
     last_used: float = 0.0
+    # Kept only for programs that run in execution workers (the service decides, see isolation.py): what a
+    # worker loads.
+    serialized: bytes | None = dataclasses.field(default=None, repr=False)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether it runs in an execution worker rather than in the daemon."""
+        return self.serialized is not None
 
     def touch(self) -> None:
         with self._lock:

@@ -11,7 +11,6 @@ from xlacs_server.config import Settings
 from xlacs_server.errors import Cancelled, DeadlineExceeded, LimitExceeded
 
 T = TypeVar("T")
-Checkpoint = Callable[[str], None]  # called with the next stage's name; raises when the call must stop
 NO_DEADLINE_S = 1e9  # grpc reports a call without a deadline as ~9e18 s remaining
 
 
@@ -57,8 +56,9 @@ class Gate:
         self._admitted = 0  # running or waiting
         self._lock = threading.Lock()
 
-    def run(self, context, work: Callable[[Checkpoint], T]) -> T:
-        """`work(checkpoint)` on a slot; it calls `checkpoint(stage)` between its stages."""
+    def run(self, context, work: Callable[[Call], T]) -> T:
+        """`work(call)` on a slot; it calls `call.checkpoint(stage)` between its stages, and may bound what it
+        cannot interrupt by `call.remaining()`."""
         call = Call(context, self.limit_s, self.limit_setting)
         with self._lock:
             if self._admitted >= self.slots + self.queue:
@@ -75,9 +75,9 @@ class Gate:
         return future.result(call.remaining())
 
     @staticmethod
-    def _start(call: Call, work: Callable[[Checkpoint], T]) -> T:
+    def _start(call: Call, work: Callable[[Call], T]) -> T:
         call.checkpoint("it started")
-        return work(call.checkpoint)
+        return work(call)
 
     def _release(self, _) -> None:
         with self._lock:

@@ -38,8 +38,8 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                 raise InvalidRequest(f"feed {f.name!r}: {e}") from None
             feeds.append((f.name, f.dtype, tuple(f.shape)))
         spec = CompileSpec(request.graph_def, feeds, list(request.fetches), request.device, request.graph_name)
-        result, dumps = self.gates.compile.run(context, lambda checkpoint: (
-            self.service.compile(spec, checkpoint),
+        result, dumps = self.gates.compile.run(context, lambda call: (
+            self.service.compile(spec, call.checkpoint),
             self.service.dump_passes(spec) if request.dump_graphs else []))
         return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(result.loaded),
                                          stage_ms=result.stage_ms, cache=result.cache,
@@ -55,9 +55,10 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                 inputs[t.name] = tensors.from_proto(t)
             except ValueError as e:
                 raise InvalidRequest(str(e)) from None
-        def execute(checkpoint):  # timed on its slot: execute_ms leaves out the wait for one
+        def execute(call):  # timed on its slot: execute_ms leaves out the wait for one
             start = time.perf_counter()
-            return *self.service.execute(request.executable_id, inputs), (time.perf_counter() - start) * 1e3
+            return (*self.service.execute(request.executable_id, inputs, call.remaining()),
+                    (time.perf_counter() - start) * 1e3)
         loaded, outputs, ms = self.gates.execute.run(context, execute)
         response = xlacs_pb2.ExecuteResponse(execute_ms=ms)
         for s, a in zip(loaded.outputs, outputs):
@@ -73,7 +74,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
 
     def CheckGraph(self, request, context):
         histogram, unsupported, count = self.gates.compile.run(
-            context, lambda checkpoint: self.service.check_graph(request.graph_def, request.device))
+            context, lambda call: self.service.check_graph(request.graph_def, request.device))
         return xlacs_pb2.CheckGraphResponse(
             op_histogram=dict(histogram), node_count=count,
             unsupported=[xlacs_pb2.UnsupportedOp(op=op, nodes=nodes) for op, nodes in sorted(unsupported.items())])
