@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--feed", type=parse_feed, action="append", default=[], help="NAME=DTYPE[d0,d1,...]")
         p.add_argument("--fetch", action="append", required=True, help="node:index to compute")
         p.add_argument("--device", default="", help="cpu:0, gpu:1, ... (default: the server's first)")
-        p.add_argument("--name", default="", help="graph name (the executable id's prefix)")
+        p.add_argument("--name", default="", help="a label shown on the dashboard; not part of the executable id")
         p.add_argument("--dump-graphs", default="", metavar="DIR", help="write the graph after each pass as pbtxt")
         if name == "run":
             p.add_argument("--input", type=parse_input, action="append", default=[], help="NAME=FILE.npy")

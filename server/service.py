@@ -18,8 +18,8 @@ from xlacs_server import metrics
 from xlacs_server import passes  # noqa: F401  (registers the passes)
 from xlacs_server.cache.memory import MemoryCache
 from xlacs_server.cache.persistent import open_tier
-from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, compile_options_identity, device_identity,
-                                            runtime_identity)
+from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, code_identity, compile_options_identity,
+                                            device_identity, runtime_identity)
 from xlacs_server.compile.compiler import TensorSig, compile_graph
 from xlacs_server.compile.weights import canonical_order, lift_weights, weight_values
 from xlacs_server.config import Settings
@@ -35,7 +35,7 @@ from xlacs_server.graph.op_outputs import output_dtype
 from xlacs_server.lower import check, limits
 from xlacs_server.lower import ops  # noqa: F401  (registers the lowerings)
 from xlacs_server.lower.variables import INPUT_PREFIX as VARIABLE_PREFIX, bind_variables, is_variable, variable_name
-from xlacs_server.passes.registry import pipeline_identity, run_pipeline
+from xlacs_server.passes.registry import run_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class CompilationService:
         with watch.stage("parse"):
             graph, inputs = self.compile_unit(spec, device)
         with watch.stage("key"):
-            key = cache_key(spec.graph_name or "graph", self.ingredients(graph, inputs, device))
+            key = cache_key(self.ingredients(graph, inputs, device))
         executable, tier = self.l1.get(key), self.l1.tier
         if executable is None:
             executable, tier = self._compile_miss(key, spec, graph, inputs, device, watch)
@@ -177,7 +177,8 @@ class CompilationService:
 
     def ingredients(self, graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> list[tuple[str, str]]:
         """What the program depends on, named (docs/cache.md). Values of constants kept in the program are in
-        the fingerprint; values of lifted weights are not, so a weight-swapped model shares the program."""
+        the fingerprint; values of lifted weights are not, so a weight-swapped model shares the program. The
+        graph's name is not an ingredient: it labels the executable (the first name it was compiled under)."""
         return [
             ("graph_fingerprint", fingerprint(graph)),
             # Positions, dtypes and shapes only: names are the binding's, so renamed graphs share a program.
@@ -187,7 +188,7 @@ class CompilationService:
             ("compile_options", f"{compile_options_identity(device)};"
                                 f"lift_threshold_bytes={self.settings.lift_threshold_bytes};"
                                 f"lift_min_float_elements={self.settings.lift_min_float_elements}"),
-            ("pass_pipeline", pipeline_identity()),
+            ("code", code_identity()),
             ("cache_format", str(CACHE_FORMAT_VERSION)),
         ]
 

@@ -1,4 +1,4 @@
-"""The daemon's version, reported by GetStats."""
+"""The daemon's version, reported by GetStats and part of the cache key (cache_key.code_identity)."""
 from importlib import metadata
 
 try:

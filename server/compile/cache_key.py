@@ -1,17 +1,22 @@
-"""The cache key: a readable graph-name prefix plus a hash of named ingredients, as jax's cache_key.
+"""The cache key: a hash of named ingredients, as jax's cache_key. The graph's name is not one: the same
+program under another name is the same executable.
 
 The ingredients themselves are listed by CompilationService.ingredients; this module hashes them and reads
-the parts that come from the runtime rather than the request (the device, the versions, the compile options).
+the parts that come from the code and the runtime rather than the request (xlacs' own source, the device,
+the versions, the compile options).
 """
 import functools
 import hashlib
 import logging
+import pathlib
 import platform
-import re
 
 import jax
 import jaxlib
 
+import xlacs
+import xlacs_server
+from xlacs_server import version
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.program import compile_options
 
@@ -31,14 +36,39 @@ _UNKEYED_DEBUG_OPTIONS = {
 }
 
 
-def cache_key(graph_name: str, ingredients: list[tuple[str, str]]) -> str:
+def cache_key(ingredients: list[tuple[str, str]]) -> str:
+    """40 hex digits of a SHA-256 over the ingredients in order."""
     h = hashlib.sha256()
     for name, value in ingredients:
         h.update(name.encode())
         h.update(hashlib.sha256(value.encode()).digest())
         log.debug("cache key ingredient %s: %s", name, value[:200])
-    prefix = re.sub(r"[^A-Za-z0-9_.-]+", "_", graph_name)[:48] or "graph"
-    return f"{prefix}-{h.hexdigest()[:40]}"
+    return h.hexdigest()[:40]
+
+
+def source_digest(packages: dict[str, pathlib.Path]) -> str:
+    """SHA-256 over every .py file of the packages ({import name: directory}), each by its path inside its
+    package and its bytes. Every file rather than a chosen few: a lowering rule, a pass, the importer, a dtype
+    table of the client package or the code that calls them can each change the program, and a list of the
+    ones that matter would go stale silently; the price is a recompile after an edit that changes no program."""
+    h = hashlib.sha256()
+    for name, directory in sorted(packages.items()):
+        for path in sorted(directory.rglob("*.py")):
+            source = path.read_bytes()
+            h.update(f"{name}/{path.relative_to(directory).as_posix()}\0{len(source)}\0".encode())
+            h.update(source)
+    return h.hexdigest()
+
+
+# Read once, at import: the files of the packages this process imported, wherever they are installed
+# (site-packages, an editable checkout, a PYTHONPATH entry).
+SOURCE_DIGEST = source_digest({p.__name__: pathlib.Path(p.__file__).parent for p in (xlacs_server, xlacs)})
+
+
+def code_identity() -> str:
+    """The version of xlacs and a digest of the source that lowers and compiles: two builds that differ in one
+    lowering rule do not share executables, even under one version number."""
+    return f"xlacs={version.VERSION};source={SOURCE_DIGEST}"
 
 
 def device_identity(device: DeviceRef) -> str:

@@ -122,7 +122,7 @@ def executable(dash: Dash, key: CacheKey) -> models.ExecutableDetail:
 
 
 def _summary(e) -> dict:
-    return dict(key=e.key, key_prefix=e.key.rpartition("-")[2][:12], graph_name=e.graph_name,
+    return dict(key=e.key, key_prefix=e.key[:12], graph_name=e.graph_name,
                 device=e.device.name, inputs=[_spec(s) for s in e.inputs], outputs=[_spec(s) for s in e.outputs],
                 stage_ms=e.stage_ms, compile_ms=sum(e.stage_ms.values()), size_bytes=e.size_bytes, hits=e.hits,
                 created_unix=e.created, last_used_unix=e.last_used or None)

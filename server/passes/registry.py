@@ -1,5 +1,5 @@
 """The pass registry: each grouping runs its phases in ascending order, and the passes of one phase in
-registration order. The pipeline's identity (its passes and PIPELINE_VERSION) is a cache-key ingredient."""
+registration order. The passes' source is in the cache key (cache_key.code_identity)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,9 +8,6 @@ import time
 from typing import Callable
 
 from xlacs_server.graph.ir import Graph
-
-# Bump when a pass changes what it produces, so that cached executables of the old pipeline miss.
-PIPELINE_VERSION = 1
 
 
 class Grouping(enum.IntEnum):
@@ -53,10 +50,6 @@ def register_pass(grouping: Grouping, phase: int):
 def pipeline() -> list[Pass]:
     """The passes in run order (sorted() is stable, so registration order holds within a phase)."""
     return sorted(_PASSES, key=lambda p: (p.grouping, p.phase))
-
-
-def pipeline_identity() -> str:
-    return f"v{PIPELINE_VERSION}:" + ",".join(f"{p.grouping.name}/{p.phase}/{p.name}" for p in pipeline())
 
 
 def run_pipeline(graph: Graph, dump: Callable[[str, Graph], None] | None = None) -> tuple[Graph, list[PassRecord]]:

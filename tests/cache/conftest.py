@@ -1,5 +1,5 @@
 """A real redis-server on a free port (a test fails, never skips, when it cannot start), `xlacs serve`
-subprocesses, and small frozen graphs whose keys no other test uses."""
+subprocesses, and small frozen graphs."""
 from __future__ import annotations
 
 import itertools
@@ -90,7 +90,8 @@ def settings(**overrides) -> Settings:
 
 
 class Graph:
-    """A small frozen TF graph under a name no other test uses, so its cache key is new to every tier."""
+    """A small frozen TF graph under a name no other test uses, to find it on the dashboard. The name is not in
+    the cache key: a test that needs a miss uses a program that no earlier compile on its tiers had."""
 
     def __init__(self, frozen: FrozenGraph, prefix: str):
         self.frozen = frozen

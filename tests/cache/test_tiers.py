@@ -117,7 +117,7 @@ def test_ttl_key_prefix_and_entry_size_limit(redis_server):
     (name,) = r.keys("*")
     assert name.startswith(f"team-a:entry:{secret_id(SECRET.encode())}.".encode()) and 3500 < r.ttl(name) <= 3600
     assert graph.run(redis_service(redis_server))[0] == "miss"  # another prefix is another namespace
-    bigger = dense_graph()
+    bigger = dense_graph(rows=5)  # another program: the graph's name is not in the key
     limited = redis_service(redis_server, cache_max_entry_bytes=100)
     assert bigger.run(limited)[0] == "miss"
     assert bigger.run(redis_service(redis_server))[0] == "miss"  # too big: it stayed in L1

@@ -92,7 +92,7 @@ def test_dashboard_in_a_browser_while_clients_compile(browser_page, dashboard, c
         shoot(page, "ops-search")
 
         page.goto(f"{url}/executables")
-        row = page.locator(f"#executables tr[data-executable^='{dense.name}-']")
+        row = page.locator("#executables tr[data-executable]", has_text=dense.name)
         expect(row).to_have_count(1)
         expect(row.locator(".hits")).not_to_have_text("0")
         shoot(page, "executables")

@@ -95,7 +95,7 @@ def test_sensitive_to_device_kind(server):
     from xlacs_server.graph.importer import import_graph
     graph = with_signature(import_graph(base_graph(), Settings()), CompileSpec(base_graph(), [("x:0", 1, (1, 8, 8, 3))],
                                                                             ["out:0"]))
-    keys = {cache_key("g", service.ingredients(graph, [], d)) for d in (cpu, gpu_like)}
+    keys = {cache_key(service.ingredients(graph, [], d)) for d in (cpu, gpu_like)}
     assert len(keys) == 2
 
 
