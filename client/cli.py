@@ -29,7 +29,10 @@ def parse_feed(text: str) -> tuple[str, tuple]:
     match = re.fullmatch(r"\s*([A-Za-z0-9_]+)\s*\[([0-9,\s]*)\]\s*", spec)
     if not sep or not name or not match:
         raise argparse.ArgumentTypeError(f"--feed {text!r} is not NAME=DTYPE[d0,d1,...]")
-    dtype = dtypes.to_numpy(dtypes.parse(match.group(1)))
+    try:
+        dtype = dtypes.to_numpy(dtypes.parse(match.group(1)))
+    except dtypes.UnsupportedDType as e:
+        raise argparse.ArgumentTypeError(f"feed {name!r} has {e}") from None
     shape = tuple(int(d) for d in match.group(2).replace(" ", "").split(",") if d)
     return name, (dtype, shape)
 

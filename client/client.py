@@ -31,10 +31,18 @@ def graph_bytes(graph) -> bytes:
     raise TypeError(f"graph must be a GraphDef, bytes or a path, not {type(graph).__name__}")
 
 
-def _dtype(dtype) -> int:
-    if hasattr(dtype, "as_numpy_dtype"):  # a tf.DType
-        dtype = dtype.as_numpy_dtype
-    return dtypes.parse(dtype) if isinstance(dtype, str) else dtypes.from_numpy(dtype)
+def _feed_spec(name: str, dtype, shape) -> xlacs_pb2.TensorSpec:
+    """dtype: a numpy dtype, a name such as "float32", or a tf.DType; refused here, naming the feed, when
+    xlacs does not carry it."""
+    try:
+        if hasattr(dtype, "as_datatype_enum"):  # a tf.DType
+            enum = dtype.as_datatype_enum
+        else:
+            enum = dtypes.parse(dtype) if isinstance(dtype, str) else dtypes.from_numpy(dtype)
+        dtypes.to_numpy(enum)
+    except dtypes.UnsupportedDType as e:
+        raise dtypes.UnsupportedDType(f"feed {name!r} has {e}") from None
+    return xlacs_pb2.TensorSpec(name=name, dtype=enum, shape=list(shape))
 
 
 class Executable:
@@ -62,7 +70,10 @@ class Executable:
             inputs = dict(zip(self.input_names, inputs, strict=True))
         request = xlacs_pb2.ExecuteRequest(executable_id=self.id)
         for name, a in inputs.items():
-            tensors.fill(request.inputs.add(), name, a)
+            try:
+                tensors.fill(request.inputs.add(), name, a)
+            except dtypes.UnsupportedDType as e:
+                raise dtypes.UnsupportedDType(f"input {name!r} has {e}") from None
         try:
             response = self._client.stub.Execute(request, timeout=self._client.timeout)
         except grpc.RpcError as e:
@@ -94,11 +105,12 @@ class Client:
     def compile(self, graph, feeds: Mapping[str, tuple], fetches: Iterable[str], device: str = "",
                 name: str = "", dump_graphs: bool = False) -> Executable:
         """feeds: {"x:0": (dtype, shape)}; dtype may be a numpy dtype, a name such as "float32", or a tf.DType.
+        A dtype xlacs does not carry (strings, quantized types) raises UnsupportedDType naming the feed.
         With dump_graphs, Executable.graph_dumps holds the graph after each pass as pbtxt."""
         request = xlacs_pb2.CompileRequest(
             graph_def=graph_bytes(graph), fetches=list(fetches), device=device, graph_name=name,
             dump_graphs=dump_graphs,
-            feeds=[xlacs_pb2.TensorSpec(name=n, dtype=_dtype(d), shape=list(s)) for n, (d, s) in feeds.items()])
+            feeds=[_feed_spec(n, d, s) for n, (d, s) in feeds.items()])
         return Executable(self, self.stub.Compile(request, timeout=self.timeout), request)
 
     def compile_function(self, fn, *input_signature, device: str = "", name: str = "",

@@ -7,7 +7,8 @@ from xlacs.v1 import xlacs_pb2
 
 def fill(tensor: xlacs_pb2.Tensor, name: str, array) -> xlacs_pb2.Tensor:
     """Writes `array` into `tensor`, usually a repeated field's `.add()`: a Tensor built apart and then put in
-    its request copies all of its bytes again (docs/benchmarks.md, tensor transfer)."""
+    its request copies all of its bytes again (docs/benchmarks.md, tensor transfer). Raises UnsupportedDType
+    for a dtype xlacs does not carry (strings, ...)."""
     array = np.asarray(array)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
@@ -23,8 +24,12 @@ def to_proto(name: str, array) -> xlacs_pb2.Tensor:
 
 
 def from_proto(tensor: xlacs_pb2.Tensor) -> np.ndarray:
-    """A read-only array on one copy of the tensor's bytes. Raises ValueError when size and shape disagree."""
-    dtype = dtypes.to_numpy(tensor.dtype)
+    """A read-only array on one copy of the tensor's bytes. Raises ValueError when size and shape disagree, and
+    UnsupportedDType for a dtype xlacs does not carry."""
+    try:
+        dtype = dtypes.to_numpy(tensor.dtype)
+    except dtypes.UnsupportedDType as e:
+        raise dtypes.UnsupportedDType(f"tensor {tensor.name!r} has {e}") from None
     shape = tuple(tensor.shape)
     if any(d < 0 for d in shape):
         raise ValueError(f"tensor {tensor.name!r} has a negative dimension in shape {list(shape)}")

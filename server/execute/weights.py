@@ -8,10 +8,12 @@ import weakref
 import jax
 import numpy as np
 
+from xlacs import dtypes
+
 
 def content_hash(value: np.ndarray) -> str:
     h = hashlib.sha256(f"{value.dtype.str}:{value.shape}:".encode())  # SHA-NI makes it the fastest here
-    h.update(np.ascontiguousarray(value).data)
+    h.update(dtypes.byte_view(value))
     return h.hexdigest()
 
 

@@ -9,14 +9,15 @@ import hashlib
 
 import numpy as np
 
+from xlacs import dtypes
 from xlacs_server.graph import attrs
 from xlacs_server.graph.ir import Endpoint, Graph
 
 
 def attr_digest(value) -> bytes:
     if isinstance(value, np.ndarray) and value.dtype != object:
-        h = hashlib.sha256(f"tensor:{value.dtype.str}:{value.shape}".encode())
-        h.update(np.ascontiguousarray(value).data)
+        h = hashlib.sha256(f"tensor:{value.dtype.name}:{value.shape}".encode())
+        h.update(dtypes.byte_view(value))
         return h.digest()
     return hashlib.sha256(attrs.encode(value).SerializeToString(deterministic=True)).digest()
 
@@ -27,7 +28,7 @@ def fingerprint(graph: Graph) -> str:
         leaves[e] = f"variable:{i}:{dtype}:{shape}".encode()
     for i, e in enumerate(graph.params):
         value = graph.nodes[e.node].attrs["value"]
-        leaves[e] = f"param:{i}:{value.dtype.str}:{value.shape}".encode()
+        leaves[e] = f"param:{i}:{value.dtype.name}:{value.shape}".encode()
     digests: dict[str, bytes] = {}
 
     def endpoint_digest(e: Endpoint) -> bytes:

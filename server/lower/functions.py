@@ -15,6 +15,7 @@ import jax
 import numpy as np
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
+from xlacs import dtypes
 from xlacs_server.errors import InvalidGraph
 from xlacs_server.graph import attrs
 from xlacs_server.graph.function_def import function_refs, to_graph
@@ -116,7 +117,7 @@ def _spec(value) -> jax.ShapeDtypeStruct:
 
 def leaf_key(leaf) -> tuple:
     if is_constant(leaf):
-        return ("constant", leaf.dtype.str, leaf.shape, hashlib.sha256(np.ascontiguousarray(leaf).data).digest())
+        return ("constant", leaf.dtype.str, leaf.shape, hashlib.sha256(dtypes.byte_view(leaf)).digest())
     return ("traced", np.dtype(leaf.dtype).str, tuple(np.shape(leaf)))
 
 

@@ -35,7 +35,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             try:
                 dtypes.to_numpy(f.dtype)
             except dtypes.UnsupportedDType as e:
-                raise InvalidRequest(f"feed {f.name!r}: {e}") from None
+                raise InvalidRequest(f"feed {f.name!r} has {e}") from None
             feeds.append((f.name, f.dtype, tuple(f.shape)))
         spec = CompileSpec(request.graph_def, feeds, list(request.fetches), request.device, request.graph_name)
         result, dumps = self.gates.compile.run(context, lambda call: (
