@@ -53,7 +53,11 @@ def source_digest(packages: dict[str, pathlib.Path]) -> str:
     ones that matter would go stale silently; the price is a recompile after an edit that changes no program."""
     h = hashlib.sha256()
     for name, directory in sorted(packages.items()):
-        for path in sorted(directory.rglob("*.py")):
+        paths = sorted(directory.rglob("*.py"))
+        if not paths:  # a source-less install (.pyc only) would make every build of xlacs share executables
+            raise RuntimeError(f"package {name} in {directory} has no .py files: install xlacs with its source "
+                               f"(pip install of the wheel or the checkout), since the cache key digests it")
+        for path in paths:
             source = path.read_bytes()
             h.update(f"{name}/{path.relative_to(directory).as_posix()}\0{len(source)}\0".encode())
             h.update(source)

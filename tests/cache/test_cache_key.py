@@ -145,6 +145,13 @@ def test_the_code_covers_the_source_of_a_lowering_rule_and_of_a_pass(service, mo
     assert source_digest(tree) == digest
 
 
+def test_a_package_without_its_source_is_refused(tmp_path):
+    (tmp_path / "xlacs_server" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "xlacs_server" / "__pycache__" / "__init__.cpython-312.pyc").write_bytes(b"compiled")
+    with pytest.raises(RuntimeError, match="package xlacs_server in .* has no .py files"):
+        source_digest({"xlacs_server": tmp_path / "xlacs_server"})
+
+
 def test_the_digested_source_holds_every_registered_lowering_rule_and_pass():
     """The code ingredient covers the rules and passes this process runs: none is registered from a module
     outside the digested packages (a plugin would need its own ingredient)."""
