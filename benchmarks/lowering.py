@@ -23,7 +23,7 @@ from xlacs_server.config import Settings  # noqa: E402
 from xlacs_server.lower.ops.conv import convolve  # noqa: E402
 from xlacs_server.lower.ops.cpu import depthwise_shifted  # noqa: E402
 from xlacs_server.passes.registry import run_pipeline  # noqa: E402
-from xlacs_server.service import CompilationService, CompileSpec  # noqa: E402
+from xlacs_server.service import CompilationService, CompileSpec, no_checkpoint  # noqa: E402
 
 
 def median_ms(fn, *args, repeats: int) -> float:
@@ -54,7 +54,7 @@ def program_for(service, frozen, platform_rules: str):
     device = service.devices.resolve("cpu:0")
     graph, _ = service.compile_unit(spec, device)
     graph, _ = run_pipeline(graph.replace(platform=platform_rules))
-    return graph, compile_graph(graph, device)
+    return graph, compile_graph(graph, device, no_checkpoint)
 
 
 def mobilenet_execute(repeats: int) -> dict:

@@ -14,7 +14,7 @@ from xlacs import dtypes
 from xlacs_server.compile.compiler import compile_graph
 from xlacs_server.compile.weights import weight_values
 from xlacs_server.passes.registry import run_pipeline
-from xlacs_server.service import CompilationService, CompileSpec
+from xlacs_server.service import CompilationService, CompileSpec, no_checkpoint
 
 Call = Callable[..., list[np.ndarray]]
 # Each first-call measurement builds a new jit_compile function on purpose; TF warns of the retracing.
@@ -79,7 +79,7 @@ def in_process_jax(service: CompilationService, model: Model) -> Call:
     device = service.devices.resolve("")
     graph, _ = service.compile_unit(spec, device)
     graph, _ = run_pipeline(graph)
-    program = compile_graph(graph, device).compiled
+    program = compile_graph(graph, device, no_checkpoint).compiled
     weights = [jax.device_put(v, device.device) for v in weight_values(graph)]
 
     def call(*arrays):

@@ -20,6 +20,10 @@ COMPILE_SECONDS = Histogram(
 EXECUTE_SECONDS = Histogram(
     "xlacs_execute_seconds", "Time to run an executable, host-device transfers included", ["device"],
     buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60), registry=CORE)
+QUEUE_SECONDS = Histogram(
+    "xlacs_queue_seconds", "Time a call waited for a slot of its RPC's gate (max_concurrent_compiles, "
+    "max_concurrent_executes)", ["rpc"],
+    buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300), registry=CORE)
 IN_FLIGHT = Gauge("xlacs_in_flight", "Compiles and executions running now, by device", ["device", "activity"],
                   registry=CORE)
 LOWERING_ERRORS = Counter("xlacs_lowering_errors_total", "Nodes whose lowering failed unexpectedly (a bug of "

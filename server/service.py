@@ -60,6 +60,12 @@ def no_checkpoint(stage: str) -> None:
     """A call made in-process runs to its end."""
 
 
+@contextlib.contextmanager
+def no_slot():
+    """A call made in-process waits for no slot."""
+    yield
+
+
 def within_limits(method):
     """Runs a service method with the settings' element limit in scope of the passes and the lowering."""
     @functools.wraps(method)
@@ -70,11 +76,20 @@ def within_limits(method):
 
 
 class Stopwatch:
-    """Times the stages of a call; `checkpoint(stage)` runs before each, and raises to stop the call there."""
+    """Times the stages of a call; `checkpoint(stage)` runs before each, and raises to stop the call there;
+    `slot()` holds one of the daemon's compile slots (rpc/limits.py) around the costly stages."""
 
-    def __init__(self, checkpoint: Callable[[str], None] = no_checkpoint):
+    def __init__(self, checkpoint: Callable[[str], None] = no_checkpoint, slot=no_slot):
         self.ms: dict[str, float] = {}
         self.checkpoint = checkpoint
+        self._slot = slot
+
+    @contextlib.contextmanager
+    def slot(self):
+        start = time.perf_counter()
+        with self._slot():
+            self.ms["queue"] = (time.perf_counter() - start) * 1e3
+            yield
 
     @contextlib.contextmanager
     def stage(self, name: str):
@@ -117,9 +132,11 @@ class CompilationService:
     # --- Compile ---------------------------------------------------------------------------------
 
     @within_limits
-    def compile(self, spec: CompileSpec, checkpoint: Callable[[str], None] = no_checkpoint) -> CompileResult:
-        """The executable of `spec`, from a cache or compiled; `checkpoint(stage)` may stop it between stages."""
-        watch = Stopwatch(checkpoint)
+    def compile(self, spec: CompileSpec, checkpoint: Callable[[str], None] = no_checkpoint,
+                slot=no_slot) -> CompileResult:
+        """The executable of `spec`, from a cache or compiled; `checkpoint(stage)` may stop it between stages,
+        and only an XLA compile takes a `slot()`: a cache hit waits for none."""
+        watch = Stopwatch(checkpoint, slot)
         device = self.devices.resolve(spec.device)
         with watch.stage("parse"):
             graph, inputs = self.compile_unit(spec, device)
@@ -219,7 +236,7 @@ class CompilationService:
 
     def _compile(self, key, spec, graph, inputs, device, watch) -> tuple[Executable, bytes]:
         """Passes, lowering and the XLA compile: the executable and its serialized form."""
-        with metrics.compiling(device.name, watch.ms):
+        with watch.slot(), metrics.compiling(device.name, watch.ms):
             with watch.stage("passes"):
                 graph, records = run_pipeline(graph, self._dumper(key))
             watch.checkpoint("lower")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Callable
 
 import jax
 import numpy as np
@@ -40,9 +41,10 @@ def param_sigs(graph: Graph) -> list[TensorSig]:
     return [TensorSig(str(e), v.dtype, v.shape) for e, v in zip(graph.params, weight_values(graph))]
 
 
-def compile_graph(graph: Graph, device: DeviceRef) -> CompiledProgram:
+def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], None]) -> CompiledProgram:
     """Compiles the graph as a function of its feeds, variables and lifted weights (engine.argument_specs);
-    it returns the fetches, then the variables it assigned."""
+    it returns the fetches, then the variables it assigned. `checkpoint("compile")` runs between the
+    lowering and the XLA compile, which nothing interrupts."""
     sharding = jax.sharding.SingleDeviceSharding(device.device)
     params = param_sigs(graph)
     specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in argument_specs(graph)]
@@ -52,6 +54,7 @@ def compile_graph(graph: Graph, device: DeviceRef) -> CompiledProgram:
     lowered = jax.jit(program_fn, keep_unused=True).lower(*specs)
     stablehlo = lowered.as_text()
     lowered_at = time.perf_counter()
+    checkpoint("compile")
     compiled = lowered.compile()
     done = time.perf_counter()
     names = [str(f) for f in graph.fetches] + [VARIABLE_PREFIX + name for name in program_fn.assigned]

@@ -1,25 +1,29 @@
-"""Gates for the costly RPCs: a few slots that run calls, a bounded queue before them, and the call's
+"""Gates for the costly RPCs: a few slots for their costly part, a bounded queue before them, and the call's
 deadline and cancellation, which stop it while it waits and between the stages of its work."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent import futures
 from typing import Callable, TypeVar
 
+from xlacs_server import metrics
 from xlacs_server.config import Settings
 from xlacs_server.errors import Cancelled, DeadlineExceeded, LimitExceeded
 
 T = TypeVar("T")
 NO_DEADLINE_S = 1e9  # grpc reports a call without a deadline as ~9e18 s remaining
+SLOT_POLL_S = 0.05  # how often a call waiting for a slot looks at its deadline and its client
 
 
 class Call:
     """One RPC as its work sees it: it stops when the client cancels or goes away, or at the earlier of the
     client's deadline and the server's own limit for the work."""
 
-    def __init__(self, context, limit_s: float | None, limit_setting: str):
+    def __init__(self, context, gate: "Gate", limit_s: float | None, limit_setting: str):
         now = time.monotonic()
+        self.gate = gate
         self.context = context
         self.wake = threading.Event()  # set when the RPC ends (cancelled, timed out) or the work is done
         self.ended = not context.add_callback(self.wake.set)
@@ -39,12 +43,27 @@ class Call:
         if self.ended or not self.context.is_active():
             raise Cancelled(f"the client cancelled the call or went away; stopped before {stage}")
 
+    @contextlib.contextmanager
+    def slot(self):
+        """Holds one of the gate's slots for the costly part of the work (an XLA compile, an execution);
+        waits for one first, leaving the queue when the call must stop. The wait is xlacs_queue_seconds."""
+        start = time.perf_counter()
+        while not self.gate.slots_free.acquire(timeout=SLOT_POLL_S):
+            self.checkpoint(f"a {self.gate.rpc} slot was free")
+        metrics.QUEUE_SECONDS.labels(self.gate.rpc).observe(time.perf_counter() - start)
+        try:
+            yield
+        finally:
+            self.gate.slots_free.release()
+
 
 class Gate:
-    """At most `slots` calls run at once, on the gate's own threads, and at most `queue` more wait; the
-    next call fails fast with RESOURCE_EXHAUSTED instead of piling up. A call whose client cancels or
-    whose deadline passes returns at once: if it was waiting it leaves the queue, and if it runs, its work
-    keeps the slot until its next checkpoint, so the slots never overcommit the machine."""
+    """At most `slots` calls do their costly part at once (`Call.slot`), and at most `queue` more are
+    admitted; the next call fails fast with RESOURCE_EXHAUSTED instead of piling up. Admitted calls run at
+    once on the gate's own threads, so what costs no slot (a Compile that hits a cache) never waits behind
+    the costly work of others. A call whose client cancels or whose deadline passes returns at once: if it
+    waits for a slot it leaves the queue, and if it holds one, its work keeps it until its next checkpoint,
+    so the slots never overcommit the machine."""
 
     def __init__(self, rpc: str, slots: int, queue: int, *, slots_setting: str, queue_setting: str,
                  limit_s: float | None = None, limit_setting: str = ""):
@@ -52,14 +71,15 @@ class Gate:
         self.slots, self.queue = slots, queue
         self.slots_setting, self.queue_setting = slots_setting, queue_setting
         self.limit_s, self.limit_setting = limit_s, limit_setting
-        self._executor = futures.ThreadPoolExecutor(slots, thread_name_prefix=rpc.lower())
+        self.slots_free = threading.Semaphore(slots)
+        self._executor = futures.ThreadPoolExecutor(slots + queue, thread_name_prefix=rpc.lower())
         self._admitted = 0  # running or waiting
         self._lock = threading.Lock()
 
     def run(self, context, work: Callable[[Call], T]) -> T:
-        """`work(call)` on a slot; it calls `call.checkpoint(stage)` between its stages, and may bound what it
-        cannot interrupt by `call.remaining()`."""
-        call = Call(context, self.limit_s, self.limit_setting)
+        """`work(call)`, admitted: it takes `call.slot()` for its costly part, calls `call.checkpoint(stage)`
+        between its stages, and may bound what it cannot interrupt by `call.remaining()`."""
+        call = Call(context, self, self.limit_s, self.limit_setting)
         with self._lock:
             if self._admitted >= self.slots + self.queue:
                 raise LimitExceeded(f"{self.rpc} is busy ({self.slots_setting}={self.slots} calls run and "

@@ -39,7 +39,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             feeds.append((f.name, f.dtype, tuple(f.shape)))
         spec = CompileSpec(request.graph_def, feeds, list(request.fetches), request.device, request.graph_name)
         result, dumps = self.gates.compile.run(context, lambda call: (
-            self.service.compile(spec, call.checkpoint),
+            self.service.compile(spec, call.checkpoint, call.slot),
             self.service.dump_passes(spec) if request.dump_graphs else []))
         return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(result.loaded),
                                          stage_ms=result.stage_ms, cache=result.cache,
@@ -56,9 +56,10 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             except ValueError as e:
                 raise InvalidRequest(str(e)) from None
         def execute(call):  # timed on its slot: execute_ms leaves out the wait for one
-            start = time.perf_counter()
-            return (*self.service.execute(request.executable_id, inputs, call.remaining()),
-                    (time.perf_counter() - start) * 1e3)
+            with call.slot():
+                start = time.perf_counter()
+                return (*self.service.execute(request.executable_id, inputs, call.remaining()),
+                        (time.perf_counter() - start) * 1e3)
         loaded, outputs, ms = self.gates.execute.run(context, execute)
         response = xlacs_pb2.ExecuteResponse(execute_ms=ms)
         for s, a in zip(loaded.outputs, outputs):
@@ -74,7 +75,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
 
     def CheckGraph(self, request, context):
         histogram, unsupported, count = self.gates.compile.run(
-            context, lambda call: self.service.check_graph(request.graph_def, request.device))
+            context, lambda call: _in_slot(call, lambda: self.service.check_graph(request.graph_def, request.device)))
         return xlacs_pb2.CheckGraphResponse(
             op_histogram=dict(histogram), node_count=count,
             unsupported=[xlacs_pb2.UnsupportedOp(op=op, nodes=nodes) for op, nodes in sorted(unsupported.items())])
@@ -94,3 +95,8 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             executable_id=loaded.id, graph_name=e.graph_name, device=e.device.name, signature=_signature(loaded),
             stage_ms=e.stage_ms, passes=_passes(e), size_bytes=e.size_bytes, hits=e.hits,
             created_unix=e.created, last_used_unix=e.last_used)
+
+
+def _in_slot(call, work):
+    with call.slot():
+        return work()

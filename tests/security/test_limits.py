@@ -1,5 +1,6 @@
 """What one request may cost: each limit answers RESOURCE_EXHAUSTED naming its setting, before the work (or
 the allocation) it bounds; full queues fail fast; deadlines and cancellation free the slots."""
+import itertools
 import threading
 import time
 
@@ -13,6 +14,7 @@ from xlacs import Client, tensors
 from xlacs.v1 import tf_graph_pb2 as tf, xlacs_pb2
 from xlacs_server.config import Settings
 from xlacs_server.graph.ir import FuncRef
+from xlacs_server.metrics import registry_for
 from xlacs_server.rpc.limits import Gates
 
 FEEDS = {"x:0": ("float32", (2, 3))}
@@ -199,29 +201,35 @@ def test_execute_input_bytes(small):
 
 @pytest.fixture
 def gated():
-    """A daemon with one compile slot and one queue place, whose compiles of graphs named "hold" wait
-    (checking their call between polls) until `release` is set."""
+    """A daemon with one compile slot and one queue place, whose compiles of graphs named "hold" hold the
+    slot (checking their call between polls) until `release` is set."""
     with running(max_concurrent_compiles=1, compile_queue=1, max_concurrent_executes=1, execute_queue=1,
                  workers=8) as server:
         release = threading.Event()
         held = threading.Event()
         compile = server.service.compile
 
-        def holding(spec, checkpoint):
+        def holding(spec, checkpoint, slot):
             if spec.graph_name == "hold":
-                held.set()
-                while not release.wait(0.02):
-                    checkpoint("the held stage")
-            return compile(spec, checkpoint)
+                with slot():
+                    held.set()
+                    while not release.wait(0.02):
+                        checkpoint("the held stage")
+            return compile(spec, checkpoint, slot)
         server.service.compile = holding
         with Client(server.address, timeout=120) as client:
             yield server, client, release, held
         release.set()
 
 
+_rows = itertools.count(1000)
+
+
 def compile_future(client: Client, name: str, timeout: float = 120):
-    request = xlacs_pb2.CompileRequest(graph_def=add_graph(), fetches=["y:0"], graph_name=name,
-                                       feeds=[xlacs_pb2.TensorSpec(name="x:0", dtype=1, shape=[2, 3])])
+    """A Compile of a program no cache tier holds (a cache hit takes no slot), but for the one named "hold"."""
+    shape = [2, 3] if name == "hold" else [next(_rows), 3]
+    request = xlacs_pb2.CompileRequest(graph_def=add_graph(tuple(shape)), fetches=["y:0"], graph_name=name,
+                                       feeds=[xlacs_pb2.TensorSpec(name="x:0", dtype=1, shape=shape)])
     return client.stub.Compile.future(request, timeout=timeout)
 
 
@@ -274,7 +282,7 @@ def test_the_compile_deadline_stops_a_compile():
     with running(compile_deadline_s=0.5) as server, Client(server.address, timeout=120) as client:
         compile = server.service.compile
 
-        def slow(spec, checkpoint):
+        def slow(spec, checkpoint, slot):
             while True:
                 checkpoint("the slow stage")
                 time.sleep(0.02)
@@ -301,10 +309,10 @@ def test_execute_has_its_own_gate(gated):
     execute = server.service.execute
     entered = threading.Event()
 
-    def blocking(executable_id, inputs):
+    def blocking(executable_id, inputs, client_s):
         entered.set()
         release.wait(60)
-        return execute(executable_id, inputs)
+        return execute(executable_id, inputs, client_s)
     server.service.execute = blocking
     request = xlacs_pb2.ExecuteRequest(executable_id=executable.id,
                                        inputs=[tensors.to_proto("x:0", np.ones((2, 3), np.float32))])
@@ -332,3 +340,22 @@ def test_limits_come_from_the_environment():
                                   "XLACS_MAX_TENSOR_ELEMENTS": "99", "XLACS_COMPILE_QUEUE": "0"})
     assert (settings.max_graph_bytes, settings.compile_deadline_s, settings.max_tensor_elements,
             settings.compile_queue) == (1000, 2.5, 99, 0)
+
+
+def test_a_cache_hit_waits_for_no_slot_and_queue_waits_are_measured(gated):
+    server, client, release, held = gated
+    cached = compile_future(client, "cached").result()  # compiled before the slot is taken
+    holder = compile_future(client, "hold")
+    assert held.wait(30)
+    request = xlacs_pb2.CompileRequest(graph_def=add_graph(tuple(cached.signature.inputs[0].shape)),
+                                       fetches=["y:0"], feeds=[cached.signature.inputs[0]])
+    start = time.monotonic()
+    hit = client.stub.Compile(request, timeout=30)  # while the only slot is held
+    assert time.monotonic() - start < 2 and hit.cache == "l1" and hit.executable_id == cached.executable_id
+    queued = compile_future(client, "quick")  # a miss: it waits for the slot
+    time.sleep(0.2)
+    assert not queued.done()
+    release.set()
+    assert holder.result().executable_id and queued.result().stage_ms["queue"] > 0
+    waits = registry_for(server.service).get_sample_value("xlacs_queue_seconds_count", {"rpc": "Compile"})
+    assert waits >= 3
