@@ -240,7 +240,7 @@ class CompilationService:
             with watch.stage("passes"):
                 graph, records = run_pipeline(graph, self._dumper(key))
             watch.checkpoint("lower")
-            program = compile_graph(graph, device)
+            program = compile_graph(graph, device, watch.checkpoint)
             watch.ms["lower"] = program.lower_ms
             watch.ms["compile"] = program.compile_ms
         self.counters.compiles += 1
