@@ -311,8 +311,10 @@ class CompilationService:
         return executable, outputs
 
     def close(self) -> None:
-        """Stops the execution workers (at shutdown)."""
+        """At shutdown: stops the execution workers and releases the cache leases still held."""
         self.workers.close()
+        if self.persistent is not None:
+            self.persistent.close()
 
     def _isolates(self, executable: Executable) -> bool:
         return self.settings.isolate_executions == "all" or has_loops(executable.stablehlo)

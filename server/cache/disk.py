@@ -85,6 +85,9 @@ class DiskStore:
         """Always held: processes that share a directory do not wait for each other's compiles."""
         yield True
 
+    def close(self) -> None:
+        """Nothing to release: a directory has no leases."""
+
     def _evict(self) -> None:
         """Deletes the least recently used entries beyond max_bytes; refreshes the entry and byte counts."""
         with self._lock:

@@ -86,6 +86,9 @@ class PersistentTier:
                        executable.stage_ms.get("lower", 0.0))
         yield executable
 
+    def close(self) -> None:
+        self.store.close()
+
     def save(self, executable: Executable, serialized: bytes) -> None:
         blob = encode(to_entry(executable, serialized), self.secret)
         if len(blob) > self.max_entry_bytes:

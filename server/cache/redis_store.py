@@ -56,6 +56,7 @@ class RedisStore:
         self._backoff_s = 0.0  # 0 while Redis answers
         self._retry_at = 0.0
         self._probing = False  # a call is finding out whether Redis answers again
+        self._held: dict[str, tuple[str, threading.Event]] = {}  # leases held: name -> (token, renewal stop)
         if self._call("ping", self.client.ping) is not _FAILED:
             log.info("cache tier l2: Redis at %s", self.url)
 
@@ -75,8 +76,13 @@ class RedisStore:
         """Yields True while this replica holds the key's lease (or Redis fails: then nobody coordinates);
         yields False once another replica's lease on the key has gone: its entry may be there now. While it
         waits, `checkpoint` may raise to stop the call."""
-        name, token = self.prefix + "lease:" + key, secrets.token_hex(16)
+        name, token, stop = self.prefix + "lease:" + key, secrets.token_hex(16), threading.Event()
+        with self._state:  # before it exists in Redis, so that close() never misses a lease this replica holds
+            self._held[name] = (token, stop)
         acquired = self._call("lease", lambda: self.client.set(name, token, nx=True, px=self.lease_ms))
+        if acquired is _FAILED or not acquired:
+            with self._state:
+                self._held.pop(name, None)
         if acquired is _FAILED:
             yield True
             return
@@ -86,7 +92,6 @@ class RedisStore:
                 time.sleep(POLL_S)
             yield False
             return
-        stop = threading.Event()
         renewer = threading.Thread(target=self._keep, args=(name, token, stop), name=f"lease {key}", daemon=True)
         renewer.start()
         try:
@@ -94,6 +99,17 @@ class RedisStore:
         finally:
             stop.set()
             renewer.join()
+            with self._state:
+                self._held.pop(name, None)
+            self._call("lease release", lambda: self._release(keys=[name], args=[token]))
+
+    def close(self) -> None:
+        """Releases the leases still held (at shutdown, when compiles in flight are abandoned), so that other
+        replicas need not wait for them to expire."""
+        with self._state:
+            held, self._held = self._held, {}
+        for name, (token, stop) in held.items():
+            stop.set()
             self._call("lease release", lambda: self._release(keys=[name], args=[token]))
 
     def _keep(self, name: str, token: str, stop: threading.Event) -> None:
