@@ -2,6 +2,10 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The oracle's CPU kernels are oneDNN's on every machine: TF turns them on by itself only on some CPUs (AVX-512
+# ones), and its own kernels differ (no Conv2D backprop or Conv3D dilations, and FusedBatchNorm leaves its batch
+# statistics unset when not training).
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 import pytest  # noqa: E402
 
