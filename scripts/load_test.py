@@ -45,6 +45,10 @@ LIMITS = [
     ("max_tensor_elements", "elements of any one tensor: a feed, a constant, or one computed (before the "
                             "host allocates it)", "RESOURCE_EXHAUSTED"),
     ("max_input_bytes", "bytes of the inputs of one Execute", "RESOURCE_EXHAUSTED"),
+    ("max_fill_bytes", "bytes of constant values a GraphDef does not carry but TensorFlow fills in (a last value "
+                       "repeated), per request; a single value repeated stays one value broadcast and costs nothing",
+     "RESOURCE_EXHAUSTED"),
+    ("max_attr_list_length", "items of any one list attr", "RESOURCE_EXHAUSTED"),
     ("max_concurrent_compiles", "Compile and CheckGraph calls running at once", "(they wait)"),
     ("compile_queue", "Compile and CheckGraph calls waiting for a slot", "RESOURCE_EXHAUSTED, at once"),
     ("max_concurrent_executes", "Execute calls running at once", "(they wait)"),

@@ -24,6 +24,8 @@ class Settings:
     max_function_depth: int = 32  # library functions calling functions (If, While, calls) this deep
     max_tensor_elements: int = 1 << 29  # any one tensor: fed, constant or computed (2 GiB of float32)
     max_input_bytes: int = 256 << 20  # the inputs of one Execute, together
+    max_fill_bytes: int = 256 << 20  # constant values a GraphDef does not carry but TF fills in, per request
+    max_attr_list_length: int = 1 << 16  # items of any one list attr
     # Compile (and CheckGraph) and Execute calls run in these many slots; this many more wait, and the
     # next one fails fast. The gated calls must leave at least one of the `workers` to health checks.
     max_concurrent_compiles: int = 2

@@ -28,6 +28,7 @@ from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers, has_loops
 from xlacs_server.execute.weights import WeightStore
+from xlacs_server.graph import limits as graph_limits
 from xlacs_server.graph.fingerprint import fingerprint
 from xlacs_server.graph.importer import graph_text, import_graph
 from xlacs_server.graph.ir import Endpoint, Graph, Node
@@ -67,10 +68,11 @@ def no_slot():
 
 
 def within_limits(method):
-    """Runs a service method with the settings' element limit in scope of the passes and the lowering."""
+    """Runs a service method with the settings' element limit in scope of the passes and the lowering, and a
+    fresh decode budget for the request's GraphDef."""
     @functools.wraps(method)
     def scoped(self, *args, **kwargs):
-        with limits.max_tensor_elements(self.settings.max_tensor_elements):
+        with limits.max_tensor_elements(self.settings.max_tensor_elements), graph_limits.decode_budget(self.settings):
             return method(self, *args, **kwargs)
     return scoped
 

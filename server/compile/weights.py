@@ -11,6 +11,7 @@ graphs that differ only in node names or order get the same program and bind the
 from collections import deque
 
 from xlacs_server.graph.ir import Endpoint, Graph
+from xlacs_server.graph.tensor_proto import is_splat
 from xlacs_server.lower import registry
 from xlacs_server.lower.dtypes import FLOAT
 
@@ -53,8 +54,8 @@ def lift_weights(graph: Graph, threshold_bytes: int, min_float_elements: int) ->
     for name in canonical_order(graph):
         node = graph.nodes[name]
         value = node.attrs.get("value")
-        if node.op != "Const" or name in keep or value.dtype == object:
-            continue
+        if node.op != "Const" or name in keep or value.dtype == object or is_splat(value):
+            continue  # a splat stays in the program: XLA broadcasts its one value
         if value.nbytes >= threshold_bytes or (value.dtype in FLOAT and value.size >= min_float_elements):
             params.append(Endpoint(name, 0))
     return graph.replace(params=params)

@@ -12,6 +12,8 @@ import struct
 
 import numpy as np
 
+from xlacs import dtypes
+
 _LENGTH = struct.Struct("<I")
 
 
@@ -36,8 +38,7 @@ def array_specs(arrays: list[np.ndarray]) -> list[list]:
 
 
 def array_bytes(arrays: list[np.ndarray]) -> list[memoryview]:
-    # As bytes: the buffer protocol knows no bfloat16 (an ml_dtypes type), a uint8 view knows every dtype.
-    return [memoryview(np.ascontiguousarray(a).view(np.uint8).reshape(-1)) for a in arrays]
+    return [memoryview(dtypes.byte_view(a)) for a in arrays]
 
 
 def arrays(specs: list[list], buffers: list[memoryview]) -> list[np.ndarray]:

@@ -4,7 +4,7 @@ import numpy as np
 
 from xlacs import dtypes
 from xlacs.v1 import tf_graph_pb2 as tf
-from xlacs_server.graph import tensor_proto
+from xlacs_server.graph import limits, tensor_proto
 from xlacs_server.graph.ir import FuncRef
 
 
@@ -55,6 +55,7 @@ def decode(value: tf.AttrValue, max_elements: int):
                                ("func", lambda f: _func(f, max_elements))):
             items = getattr(lst, field)
             if len(items):
+                limits.budget().list_length(len(items), f"a list attr of {field}")
                 return [convert(item) for item in items]
         return []
     return None

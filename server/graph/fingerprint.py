@@ -10,14 +10,15 @@ import hashlib
 import numpy as np
 
 from xlacs import dtypes
-from xlacs_server.graph import attrs
+from xlacs_server.graph import attrs, tensor_proto
 from xlacs_server.graph.ir import Endpoint, Graph
 
 
 def attr_digest(value) -> bytes:
     if isinstance(value, np.ndarray) and value.dtype != object:
-        h = hashlib.sha256(f"tensor:{value.dtype.name}:{value.shape}".encode())
-        h.update(dtypes.byte_view(value))
+        splat = tensor_proto.is_splat(value)  # hashed by its one value: a broadcast view is never expanded
+        h = hashlib.sha256(f"{'splat' if splat else 'tensor'}:{value.dtype.name}:{value.shape}".encode())
+        h.update(dtypes.byte_view(value.reshape(-1)[:1] if splat else value))
         return h.digest()
     return hashlib.sha256(attrs.encode(value).SerializeToString(deterministic=True)).digest()
 

@@ -1,11 +1,12 @@
 """GraphDef bytes -> Graph, checking that the graph is well formed; Graph -> GraphDef for dumps."""
+import numpy as np
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from xlacs import dtypes
 from xlacs.v1 import tf_graph_pb2 as tf
 from xlacs_server.config import Settings
-from xlacs_server.errors import InvalidGraph, LimitExceeded
+from xlacs_server.errors import InvalidGraph, LimitExceeded, UnsupportedNode
 from xlacs_server.graph import attrs, limits, op_defs, op_outputs, tensor_proto
 from xlacs_server.graph.ir import Endpoint, Graph, Node
 
@@ -40,10 +41,24 @@ def import_nodes(node_defs, max_elements: int) -> dict[str, Node]:
             decoded = {key: attrs.decode(value, max_elements) for key, value in nd.attr.items()}
         except (tensor_proto.BadTensor, dtypes.UnsupportedDType) as e:
             raise InvalidGraph(f"node {nd.name!r} ({nd.op}): {e}") from None
+        except tensor_proto.UnsupportedTensor as e:
+            raise UnsupportedNode(nd.name, nd.op, str(e)) from None
         except LimitExceeded as e:
             raise LimitExceeded(f"node {nd.name!r} ({nd.op}): {e.what}", e.setting, e.limit) from None
+        if nd.op == "Const":
+            _check_const(nd, decoded)
         nodes[nd.name] = Node(nd.name, nd.op, data, control, decoded, nd.device)
     return nodes
+
+
+def _check_const(nd: tf.NodeDef, decoded: dict) -> None:
+    """As TF's Const kernel: the value's dtype is the `dtype` attr."""
+    value, declared = decoded.get("value"), decoded.get("dtype")
+    if isinstance(value, np.ndarray) and declared is not None:
+        holds = "DT_STRING" if value.dtype == object else value.dtype
+        if holds != declared:
+            raise InvalidGraph(f"node {nd.name!r} (Const): attr 'dtype' is {declared}, but its value is a "
+                               f"tensor of {holds}; make them agree")
 
 
 def import_graph(data: bytes, settings: Settings) -> Graph:

@@ -1,9 +1,52 @@
-"""What a GraphDef may cost before the daemon works on it: its bytes, its nodes, and how deep its library
-functions nest. Each check runs before the work it bounds."""
+"""What a GraphDef may cost before the daemon works on it: its bytes, its nodes, how deep its library
+functions nest, and what decoding it may allocate beyond the bytes it carries (values TensorFlow fills in,
+list attrs). Each check runs before the work it bounds."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from typing import Iterator
+
 from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidGraph, LimitExceeded
+
+
+class DecodeBudget:
+    """What one request's tensors and attrs may allocate as they are decoded: the bytes of values a
+    TensorProto does not carry but TF fills in (its last value repeated), and the items of a list attr."""
+
+    def __init__(self, max_fill_bytes: int, max_attr_list_length: int):
+        self.max_fill_bytes, self.max_attr_list_length = max_fill_bytes, max_attr_list_length
+        self.filled = 0
+
+    def fill(self, nbytes: int, what: str) -> None:
+        if self.filled + nbytes > self.max_fill_bytes:
+            raise LimitExceeded(f"{what} fills in {nbytes} bytes of repeated values (this request: "
+                                f"{self.filled + nbytes})", "max_fill_bytes", self.max_fill_bytes)
+        self.filled += nbytes
+
+    def list_length(self, length: int, what: str) -> None:
+        if length > self.max_attr_list_length:
+            raise LimitExceeded(f"{what} has {length} items", "max_attr_list_length", self.max_attr_list_length)
+
+
+_BUDGET: contextvars.ContextVar[DecodeBudget | None] = contextvars.ContextVar("decode_budget", default=None)
+
+
+@contextlib.contextmanager
+def decode_budget(settings: Settings) -> Iterator[None]:
+    """Scopes one request's budget (CompilationService does, per call)."""
+    token = _BUDGET.set(DecodeBudget(settings.max_fill_bytes, settings.max_attr_list_length))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def budget() -> DecodeBudget:
+    """The request's budget; outside a request (tools, tests), a fresh one with the default limits."""
+    return _BUDGET.get() or DecodeBudget(Settings.max_fill_bytes, Settings.max_attr_list_length)
 
 
 def check_bytes(data: bytes, max_bytes: int) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from xlacs_server import metrics
 from xlacs_server.errors import InvalidGraph, InvalidNode, InvalidRequest, LoweringError, NotConstant, XlacsError
 from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
+from xlacs_server.graph.tensor_proto import is_splat
 from xlacs_server.lower import limits, registry
 from xlacs_server.lower.checks import KernelError
 from xlacs_server.lower.context import LoweringContext, is_constant
@@ -70,7 +71,9 @@ class Lowerer:
                 with jax.ensure_compile_time_eval():
                     outputs = [jax.tree_util.tree_map(_to_host, v) for v in lowering.rule(ctx, *inputs, **params)]
             else:
-                outputs = lowering.rule(ctx, *inputs, **params)
+                fixed = {lowering.constant_input_index(c, len(inputs))[0] for c in lowering.constant_inputs}
+                outputs = lowering.rule(ctx, *[x if i in fixed else _broadcast_splat(x) for i, x in enumerate(inputs)],
+                                        **params)
         except XlacsError:
             raise
         except KernelError as e:
@@ -109,6 +112,15 @@ class Lowerer:
         if missing:
             raise InvalidGraph(f"function {ref.name!r} returns {missing}, which its nodes do not output")
         return [env[e] for e in body.graph.fetches]
+
+
+def _broadcast_splat(value):
+    """A big splat constant (one value broadcast, as a TensorProto of a shape and one value decodes) as a
+    broadcast in the program: as a literal it would be expanded in full on the host and in the executable."""
+    if isinstance(value, np.ndarray) and value.size > FOLD_MAX_ELEMENTS and value.dtype != object and \
+            is_splat(value):
+        return jnp.broadcast_to(jnp.asarray(value.reshape(-1)[0]), value.shape)
+    return value
 
 
 def _to_host(value):
