@@ -89,7 +89,7 @@ def test_fused_batch_norm_3d(client, is_training, data_format, x_shape):
     compile_and_compare(client, fn, batch_norm_inputs(x_shape, 3))
 
 
-@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"], ids=str)
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"], ids=ids)
 @pytest.mark.parametrize("is_training", [False, True])
 @pytest.mark.parametrize("version", ["V2", "V3"])
 def test_fused_batch_norm_half(client, version, is_training, dtype):
