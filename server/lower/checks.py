@@ -7,9 +7,12 @@ the engine reports them against the node being lowered. Any other exception from
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from xlacs_server.errors import InvalidNode, NodeError, UnsupportedNode
+from xlacs_server.graph.op_defs_table import INPUTS
 
 
 class KernelError(Exception):
@@ -83,3 +86,35 @@ def check_axis_attr(axis: int, rank: int, attr: str) -> int:
         raise InvalidArgument(f"{attr}={axis} is out of range for a tensor of rank {rank}: use a value in "
                               f"[{-rank}, {rank})", attr=attr)
     return axis % rank
+
+
+def check_dtype(x, input: str, dtype, attr: str = "T") -> None:
+    """Input `input` is a tensor of `dtype`, the value of the node's type attr `attr`: TF refuses a graph whose
+    edge carries another type."""
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        raise InvalidArgument(f"input {input!r} is a {type(x).__name__}, not a tensor", input=input)
+    if isinstance(dtype, np.dtype) and np.dtype(x.dtype) != dtype:
+        raise InvalidArgument(f"input {input!r} has dtype {np.dtype(x.dtype).name}, but {attr} is {dtype.name}: "
+                              f"give it a {dtype.name} tensor or change {attr}", input=input)
+
+
+def input_names(op: str) -> list[str]:
+    """The names of `op`'s input args, as TF's OpDef has them (`values` for `values*N`)."""
+    return [re.split(r"[*\[]", arg)[0] for arg in INPUTS.get(op, "").split()]
+
+
+def check_dtypes(op: str, inputs, dtype, attr: str = "T") -> None:
+    """Each of `inputs`, the leading inputs of an `op` node, is a tensor of `dtype` (the node's attr `attr`)."""
+    for name, x in zip(input_names(op), inputs):
+        check_dtype(x, name, dtype, attr)
+
+
+def check_same_shapes(op: str, inputs, dtype, attr: str = "T") -> None:
+    """The leading `inputs` of an `op` node are tensors of `dtype` of one shape, as TF's elementwise gradient
+    kernels require."""
+    check_dtypes(op, inputs, dtype, attr)
+    names = input_names(op)
+    for name, x in zip(names[1:], inputs[1:]):
+        if np.shape(x) != np.shape(inputs[0]):
+            raise InvalidArgument(f"input {name!r} has shape {list(np.shape(x))}, but {names[0]!r} has "
+                                  f"{list(np.shape(inputs[0]))}: they must be the same", input=name)

@@ -21,6 +21,7 @@ from xlacs_server.graph import attrs
 from xlacs_server.graph.function_def import function_refs, to_graph
 from xlacs_server.graph.ir import FuncRef, Graph, Node
 from xlacs_server.lower import limits
+from xlacs_server.lower.checks import InvalidArgument, Unimplemented
 from xlacs_server.lower.context import is_constant
 from xlacs_server.lower.tensor_list import StackRef
 from xlacs_server.lower.variables import VariableRef
@@ -136,8 +137,10 @@ class TraceCache:
         leaves, tree = jax.tree_util.tree_flatten(args)
         for leaf in leaves:
             if not hasattr(leaf, "dtype"):
-                raise ValueError(f"a {type(leaf).__name__} cannot be passed to function {ref.name!r}: a function "
-                                 "takes tensors and lists of tensors")
+                raise InvalidArgument(f"a {type(leaf).__name__} cannot be passed to function {ref.name!r}: a "
+                                      "function takes tensors and lists of tensors")
+            if np.dtype(leaf.dtype) == object:
+                raise Unimplemented(f"a string tensor cannot be passed to function {ref.name!r}: XLA has no strings")
         dynamic = [leaf for leaf in leaves if not is_constant(leaf)]
         key = (ref.name, _attrs_key(ref.attrs), tree, tuple(leaf_key(leaf) for leaf in leaves))
         traced = self._traced.get(key)

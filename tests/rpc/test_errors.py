@@ -9,6 +9,8 @@ import pytest
 import tensorflow as tf
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from xlacs import error_details
+from xlacs_server.errors import InvalidNode
 from xlacs_server.rpc.errors import ErrorInterceptor
 from xlacs_server.service import Counters
 
@@ -130,3 +132,70 @@ def test_unexpected_exception_is_internal_with_logged_request_id(caplog):
         assert request_id in caplog.text
     finally:
         server.stop(None)
+
+
+STREAM_KINDS = {"unary_stream": grpc.unary_stream_rpc_method_handler,
+                "stream_stream": grpc.stream_stream_rpc_method_handler}
+
+
+@pytest.fixture
+def streaming_server():
+    """A real server with the error interceptor whose streaming handlers send one message, then fail with the
+    error their method names: a typed XlacsError (the graph's fault) or a plain exception (a bug)."""
+    errors = {"Typed": lambda: InvalidNode("conv", "Conv2D", "input 'filter' is wrong", input="filter"),
+              "Bug": lambda: KeyError("a bug")}
+
+    def handler(error):
+        def stream(request, context):
+            yield b"first"
+            raise error()
+        return stream
+    handlers = {f"{name}_{kind}": make(handler(error), request_deserializer=lambda b: b,
+                                       response_serializer=lambda b: b)
+                for kind, make in STREAM_KINDS.items() for name, error in errors.items()}
+    server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[ErrorInterceptor(Counters())])
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("test.Streams", handlers)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop(None)
+
+
+def call_stream(address: str, method: str, kind: str) -> tuple[list, grpc.RpcError]:
+    """The messages the stream sent before failing, and its error."""
+    received = []
+    with grpc.insecure_channel(address) as channel:
+        if kind == "unary_stream":
+            responses = channel.unary_stream(f"/test.Streams/{method}")(b"", timeout=30)
+        else:
+            responses = channel.stream_stream(f"/test.Streams/{method}")(iter([b"", b""]), timeout=30)
+        with pytest.raises(grpc.RpcError) as e:
+            for response in responses:
+                received.append(response)
+    return received, e.value
+
+
+@pytest.mark.parametrize("kind", STREAM_KINDS)
+def test_streaming_handlers_map_typed_errors(streaming_server, kind):
+    received, error = call_stream(streaming_server, "Typed_" + kind, kind)
+    assert received == [b"first"]
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == "node 'conv' (Conv2D): input 'filter' is wrong"
+    details = error_details(error)
+    assert details.reason == "INVALID_NODE"
+    assert details.metadata == {"node": "conv", "op": "Conv2D", "input": "filter"}
+    assert details.field_violations == [("graph_def.node[conv].input[filter]", error.details())]
+    assert re.fullmatch(r"[0-9a-f]{16}", details.request_id)
+
+
+@pytest.mark.parametrize("kind", STREAM_KINDS)
+def test_streaming_handlers_turn_bugs_into_internal_with_a_logged_request_id(streaming_server, kind, caplog):
+    with caplog.at_level(logging.ERROR, logger="xlacs_server.rpc.errors"):
+        received, error = call_stream(streaming_server, "Bug_" + kind, kind)
+    assert received == [b"first"]
+    assert error.code() == grpc.StatusCode.INTERNAL
+    request_id = re.search(r"request id (\w+)", error.details()).group(1)
+    assert f"internal error in Bug_{kind}" in error.details() and "a bug" not in error.details()
+    assert error_details(error).request_id == request_id
+    logged = [r for r in caplog.records if request_id in r.getMessage()]
+    assert len(logged) == 1 and "KeyError: 'a bug'" in caplog.text

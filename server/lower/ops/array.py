@@ -1,10 +1,13 @@
 """Graph plumbing and tensor creation: placeholders, constants, shapes, reshapes, casts, fills, ranges, checks."""
+import math
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.lower import dtypes as D, limits
+from xlacs_server.lower.checks import InvalidArgument, Unimplemented, check_dtype
 from xlacs_server.lower.registry import register_op
 
 INT32 = np.dtype(np.int32)
@@ -19,8 +22,20 @@ def scalar(value, name: str):
     """A constant scalar input; TF also accepts a length-1 vector for some of them."""
     value = np.asarray(value)
     if value.size != 1 or value.ndim > 1:
-        raise ValueError(f"{name} must be a scalar, got shape {list(value.shape)}")
+        raise InvalidArgument(f"input {name!r} must be a scalar, but has shape {list(value.shape)}", input=name)
     return value.reshape(())
+
+
+def sizes(value, name: str, *, inferred: bool = False) -> tuple[int, ...]:
+    """A constant shape operand (Fill's dims, Reshape's shape): a vector of sizes, none negative, except that
+    with `inferred` one may be -1. A scalar counts as a vector of one, as in TF's kernels."""
+    if np.ndim(value) > 1:
+        raise InvalidArgument(f"input {name!r} must be a vector, but has shape {list(np.shape(value))}", input=name)
+    shape = axes(value)
+    if min(shape, default=0) < (-1 if inferred else 0) or (inferred and shape.count(-1) > 1):
+        raise InvalidArgument(f"input {name!r} holds {list(shape)}: sizes must be at least 0"
+                              + (", but for one -1 (inferred)" if inferred else ""), input=name)
+    return shape
 
 
 @register_op("Placeholder", type_attr="dtype", foldable=False)
@@ -63,8 +78,8 @@ def assert_(ctx, condition, *data, T, summarize=3):
 def ensure_shape(ctx, input, *, shape, T):
     if shape is not None and (len(shape) != input.ndim or
                               any(want not in (-1, got) for want, got in zip(shape, input.shape))):
-        raise ValueError(f"input has shape {list(input.shape)}, but EnsureShape expects "
-                         f"{[None if d < 0 else d for d in shape]}")
+        raise InvalidArgument(f"input 'input' has shape {list(input.shape)}, but the attr shape expects "
+                              f"{[None if d < 0 else d for d in shape]}", input="input")
     return [input]
 
 
@@ -87,7 +102,7 @@ def array_to_list(ctx, *inputs, T, N, out_types):
 def fake_param(ctx, *, dtype, shape):
     """A stand-in that XLA-compiled TF graphs keep for values that are never read; zeros, as in tf2xla."""
     if shape is None or any(d < 0 for d in shape):
-        raise ValueError(f"shape {shape} must be fully defined")
+        raise InvalidArgument(f"shape={shape} must be fully defined", attr="shape")
     return [jnp.zeros(shape, dtype)]
 
 
@@ -118,49 +133,94 @@ def size(ctx, input, *, T, out_type=INT32):
 
 @register_op("Reshape", constant_inputs=("shape",))
 def reshape(ctx, tensor, shape, *, T, Tshape=INT32):
-    return [jnp.reshape(tensor, axes(shape) if shape.ndim else ())]
+    check_dtype(shape, "shape", Tshape, "Tshape")
+    dims, size = sizes(shape, "shape", inferred=True), int(np.size(tensor))
+    known = math.prod(d for d in dims if d != -1)
+    if -1 in dims and known and size % known == 0:
+        dims = tuple(size // known if d == -1 else d for d in dims)
+    if math.prod(dims) != size or -1 in dims:
+        raise InvalidArgument(f"input 'tensor' has {size} values, which shape {list(axes(shape))} cannot hold",
+                              input="shape")
+    return [jnp.reshape(tensor, dims)]
 
 
 @register_op("Transpose", constant_inputs=("perm",))
 def transpose(ctx, x, perm, *, T, Tperm=INT32):
-    return [jnp.transpose(x, axes(perm))]
+    return [jnp.transpose(x, permutation(x, perm, Tperm))]
+
+
+def permutation(x, perm, Tperm) -> tuple[int, ...]:
+    """Transpose's perm: a permutation of x's dimensions."""
+    check_dtype(perm, "perm", Tperm, "Tperm")
+    order = axes(perm) if np.ndim(perm) == 1 else None
+    if order is None or sorted(a % max(np.ndim(x), 1) for a in order) != list(range(np.ndim(x))) or \
+            min(order, default=0) < -np.ndim(x) or max(order, default=0) >= np.ndim(x):
+        raise InvalidArgument(f"input 'perm' holds {np.asarray(perm).tolist()}, which is not a permutation of the "
+                              f"{np.ndim(x)} dimensions of 'x', shape {list(np.shape(x))}", input="perm")
+    return order
 
 
 @register_op("ConjugateTranspose", constant_inputs=("perm",))
 def conjugate_transpose(ctx, x, perm, *, T, Tperm=INT32):
-    return [jnp.conj(jnp.transpose(x, axes(perm))) if jnp.iscomplexobj(x) else jnp.transpose(x, axes(perm))]
+    order = permutation(x, perm, Tperm)
+    return [jnp.conj(jnp.transpose(x, order)) if jnp.iscomplexobj(x) else jnp.transpose(x, order)]
 
 
 @register_op("Squeeze")
 def squeeze(ctx, x, *, T, squeeze_dims=()):
+    rank = np.ndim(x)
+    for dim in squeeze_dims:
+        if not -rank <= dim < rank or x.shape[dim] != 1:
+            raise InvalidArgument(f"squeeze_dims={list(squeeze_dims)}: dimension {dim} of 'x', shape "
+                                  f"{list(np.shape(x))}, is not one of size 1", attr="squeeze_dims")
     return [jnp.squeeze(x, axis=tuple(squeeze_dims) or None)]
 
 
 @register_op("ExpandDims", constant_inputs=("dim",))
 def expand_dims(ctx, x, dim, *, T, Tdim=INT32):
+    check_dtype(dim, "dim", Tdim, "Tdim")
+    if np.size(dim) != 1 or not -np.ndim(x) - 1 <= int(dim.reshape(-1)[0]) <= np.ndim(x):
+        raise InvalidArgument(f"input 'dim' holds {dim.tolist()}: it must be one value in [{-np.ndim(x) - 1}, "
+                              f"{np.ndim(x)}] for 'x' of shape {list(np.shape(x))}", input="dim")
     return [jnp.expand_dims(x, int(dim.reshape(-1)[0]))]
 
 
 @register_op("Bitcast", dtypes=D.NUMERIC)
 def bitcast(ctx, input, *, T, type):
     """Reinterprets the bytes: a wider type takes the last dimension as its bytes, a narrower one adds it."""
+    check_dtype(input, "input", T)
+    if not isinstance(type, np.dtype) or np.issubdtype(type, np.complexfloating) or \
+            np.issubdtype(T, np.complexfloating):
+        raise Unimplemented(f"a bitcast from {T} to {type} is not supported: XLA bitcasts real types",
+                            attr="type")
+    ratio = type.itemsize / T.itemsize
+    if ratio > 1 and (np.ndim(input) < 1 or input.shape[-1] != ratio):
+        raise InvalidArgument(f"input 'input' has shape {list(np.shape(input))}: a bitcast from {T} to {type} needs "
+                              f"a last dimension of {int(ratio)}", input="input")
     return [lax.bitcast_convert_type(input, type)]
 
 
 @register_op("Cast", type_attr="DstT")
 def cast(ctx, x, *, SrcT, DstT, Truncate=False):
+    if not (isinstance(SrcT, np.dtype) and isinstance(DstT, np.dtype)):
+        raise Unimplemented(f"a cast from {SrcT} to {DstT} is not supported", attr="DstT")
+    check_dtype(x, "x", SrcT, "SrcT")
     return [jnp.asarray(x).astype(DstT)]
 
 
 @register_op("Fill", constant_inputs=("dims",))
 def fill(ctx, dims, value, *, T, index_type=INT32):
-    return [jnp.broadcast_to(jnp.reshape(value, ()), axes(dims) if dims.ndim else ())]
+    check_dtype(value, "value", T)
+    if np.ndim(value):
+        raise InvalidArgument(f"input 'value' must be a scalar, but has shape {list(np.shape(value))}",
+                              input="value")
+    return [jnp.broadcast_to(value, sizes(dims, "dims"))]
 
 
 @register_op("Empty", type_attr="dtype", constant_inputs=("shape",))
 def empty(ctx, shape, *, dtype, init=False):
     # Uninitialized memory may hold anything; zeros are what init=True asks for and a valid answer otherwise.
-    return [jnp.zeros(axes(shape) if shape.ndim else (), dtype)]
+    return [jnp.zeros(sizes(shape, "shape"), dtype)]
 
 
 RANGE_DTYPES = D.FLOAT + D.SIGNED + (np.uint16, np.uint32, np.uint64)
@@ -170,10 +230,10 @@ RANGE_DTYPES = D.FLOAT + D.SIGNED + (np.uint16, np.uint32, np.uint64)
 def range_(ctx, start, limit, delta, *, Tidx=INT32):
     start, limit, delta = (scalar(v, n) for v, n in ((start, "start"), (limit, "limit"), (delta, "delta")))
     if delta == 0:
-        raise ValueError("Range requires delta != 0")
+        raise InvalidArgument("input 'delta' must not be 0", input="delta")
     if (delta > 0 and start > limit) or (delta < 0 and start < limit):
-        raise ValueError(f"Range requires start {'<=' if delta > 0 else '>='} limit when delta is "
-                         f"{'positive' if delta > 0 else 'negative'}: start={start}, limit={limit}")
+        raise InvalidArgument(f"input 'start' ({start}) must be {'<=' if delta > 0 else '>='} 'limit' ({limit}) when "
+                              f"'delta' is {'positive' if delta > 0 else 'negative'}", input="start")
     if np.issubdtype(Tidx, np.integer):
         count = (abs(int(limit) - int(start)) + abs(int(delta)) - 1) // abs(int(delta))
     else:
@@ -186,7 +246,12 @@ def range_(ctx, start, limit, delta, *, Tidx=INT32):
 def lin_space(ctx, start, stop, num, *, T, Tidx=INT32):
     num = int(scalar(num, "num"))
     if num <= 0:
-        raise ValueError(f"LinSpace requires num > 0, got {num}")
+        raise InvalidArgument(f"input 'num' must be positive, not {num}", input="num")
+    for name, value in (("start", start), ("stop", stop)):
+        check_dtype(value, name, T)
+        if np.size(value) != 1 or np.ndim(value) > 1:
+            raise InvalidArgument(f"input {name!r} must be a scalar, but has shape {list(np.shape(value))}",
+                                  input=name)
     start, stop = jnp.reshape(start, ()), jnp.reshape(stop, ())
     if num == 1:
         return [jnp.reshape(start, (1,))]

@@ -8,7 +8,7 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.checks import broadcast_shape
+from xlacs_server.lower.checks import InvalidArgument, broadcast_shape, check_dtype, check_dtypes, input_names
 from xlacs_server.lower.registry import register_op
 
 FLOAT_COMPLEX = D.FLOAT + D.COMPLEX
@@ -16,8 +16,14 @@ WIDE_FLOAT = (np.float32, np.float64)  # ops whose TF kernels exist only for the
 INT32_64 = (np.int32, np.int64)
 
 
+def broadcastable(ctx, *operands, dtype) -> tuple[int, ...]:
+    """The shape that the operands of a broadcasting op (all of `dtype`) broadcast to."""
+    check_dtypes(ctx.node.op, operands, dtype)
+    return broadcast_shape(*(np.shape(a) for a in operands), inputs=tuple(input_names(ctx.node.op)))
+
+
 def binary(fn, ctx, x, y, *, T):
-    broadcast_shape(np.shape(x), np.shape(y))
+    broadcastable(ctx, x, y, dtype=T)
     return [fn(x, y)]
 
 
@@ -101,9 +107,10 @@ for _op, (_fn, _dtypes) in BINARY.items():
 
 
 def equality(fn, ctx, x, y, *, T, incompatible_shape_error=True):
+    check_dtypes(ctx.node.op, (x, y), T)
     try:
-        np.broadcast_shapes(x.shape, y.shape)
-    except ValueError:
+        broadcast_shape(np.shape(x), np.shape(y))
+    except InvalidArgument:
         if incompatible_shape_error:
             raise
         return [np.array(fn is jnp.not_equal)]  # TF: tensors of incompatible shapes are simply unequal
@@ -116,51 +123,87 @@ register_op("NotEqual", dtypes=D.ALL)(functools.partial(equality, jnp.not_equal)
 
 @register_op("ApproximateEqual", dtypes=D.NUMERIC)
 def approximate_equal(ctx, x, y, *, T, tolerance=1e-5):
+    check_dtypes(ctx.node.op, (x, y), T)
+    if np.shape(x) != np.shape(y):
+        raise InvalidArgument(f"input 'y' has shape {list(np.shape(y))}, but 'x' has {list(np.shape(x))}: they must "
+                              "be the same", input="y")
     return [jnp.abs(x - y) < tolerance]
 
 
 @register_op("LogicalAnd")
 def logical_and(ctx, x, y):
+    broadcastable(ctx, x, y, dtype=np.dtype(bool))
     return [jnp.logical_and(x, y)]
 
 
 @register_op("LogicalOr")
 def logical_or(ctx, x, y):
+    broadcastable(ctx, x, y, dtype=np.dtype(bool))
     return [jnp.logical_or(x, y)]
 
 
 @register_op("NextAfter", dtypes=WIDE_FLOAT)
 def next_after(ctx, x1, x2, *, T=np.dtype(np.float32)):
+    broadcastable(ctx, x1, x2, dtype=T)
     return [jnp.nextafter(x1, x2)]
 
 
 @register_op("Complex", dtypes=WIDE_FLOAT)
 def complex_(ctx, real, imag, *, T=np.dtype(np.float32), Tout=np.dtype(np.complex64)):
+    broadcastable(ctx, real, imag, dtype=T)
     return [_broadcasting(lax.complex)(real, imag).astype(Tout)]
 
 
 @register_op("Betainc", dtypes=WIDE_FLOAT)
 def betainc(ctx, a, b, x, *, T):
+    broadcastable(ctx, a, b, x, dtype=T)
     return [special.betainc(*jnp.broadcast_arrays(a, b, x))]
 
 
 @register_op("AddN", dtypes=D.NUMERIC)
 def add_n(ctx, *inputs, N, T):
-    return [functools.reduce(jnp.add, inputs)]
+    return [functools.reduce(jnp.add, same_shapes(inputs, T))]
 
 
 @register_op("AccumulateNV2", dtypes=D.NUMERIC)
 def accumulate_n_v2(ctx, *inputs, N, T, shape):
-    return [functools.reduce(jnp.add, inputs)]
+    return [functools.reduce(jnp.add, same_shapes(inputs, T))]
+
+
+def same_shapes(inputs, dtype):
+    """The `inputs` of AddN, checked: tensors of `dtype` that all have the shape of the first."""
+    for i, x in enumerate(inputs):
+        check_dtype(x, f"inputs:{i}", dtype)
+        if np.shape(x) != np.shape(inputs[0]):
+            raise InvalidArgument(f"input 'inputs:{i}' has shape {list(np.shape(x))}, but 'inputs:0' has "
+                                  f"{list(np.shape(inputs[0]))}: every input must have the same shape",
+                                  input=f"inputs:{i}")
+    return inputs
 
 
 @register_op("ClipByValue", dtypes=D.REAL)
 def clip_by_value(ctx, t, clip_value_min, clip_value_max, *, T):
+    check_dtypes(ctx.node.op, (t, clip_value_min, clip_value_max), T)
+    for name, bound in (("clip_value_min", clip_value_min), ("clip_value_max", clip_value_max)):
+        if np.ndim(bound) and np.shape(bound) != np.shape(t):
+            raise InvalidArgument(f"input {name!r} has shape {list(np.shape(bound))}: it must be a scalar or have "
+                                  f"the shape of 't', {list(np.shape(t))}", input=name)
     return [jnp.minimum(jnp.maximum(t, clip_value_min), clip_value_max)]
 
 
 @register_op("Select", dtypes=D.ALL)
 def select(ctx, condition, t, e, *, T):
+    check_dtype(condition, "condition", np.dtype(bool))
+    check_dtype(t, "t", T)
+    check_dtype(e, "e", T)
+    if np.shape(t) != np.shape(e):
+        raise InvalidArgument(f"inputs 't' {list(np.shape(t))} and 'e' {list(np.shape(e))} must have the same shape",
+                              input="e")
+    if np.ndim(condition) and np.shape(condition) != np.shape(t) and not (
+            np.ndim(condition) == 1 and np.ndim(t) >= 1 and condition.shape[0] == t.shape[0]):
+        raise InvalidArgument(f"input 'condition' has shape {list(np.shape(condition))}: it must be a scalar, have "
+                              f"the shape of 't', {list(np.shape(t))}, or be a vector as long as its first dimension",
+                              input="condition")
     if condition.ndim == 1 and t.ndim > 1:  # a vector condition picks whole rows of t or e
         condition = jnp.reshape(condition, condition.shape + (1,) * (t.ndim - 1))
     return [jnp.where(condition, t, e)]
@@ -168,4 +211,8 @@ def select(ctx, condition, t, e, *, T):
 
 @register_op("SelectV2", dtypes=D.ALL)
 def select_v2(ctx, condition, t, e, *, T):
+    check_dtype(condition, "condition", np.dtype(bool))
+    check_dtype(t, "t", T)
+    check_dtype(e, "e", T)
+    broadcast_shape(*(np.shape(a) for a in (condition, t, e)), inputs=("condition", "t", "e"))
     return [jnp.where(condition, t, e)]

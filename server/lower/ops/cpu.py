@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.conv import conv_padding, spatial
+from xlacs_server.lower.ops.conv import check_convolution, check_operands, conv_padding, spatial
 from xlacs_server.lower.registry import register_op
 
 
@@ -35,6 +35,9 @@ def depthwise_shifted(x, kernel, *, strides, padding, dilations):
 @register_op("DepthwiseConv2dNative", dtypes=D.FLOAT, platform="cpu")
 def depthwise_conv2d_cpu(ctx, input, filter, *, T, strides, padding, explicit_paddings=(), data_format="NHWC",
                          dilations=()):
+    check_operands(ctx, T, input, filter)
+    check_convolution(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
+                      data_format=data_format, dilations=dilations, depthwise=True)
     nchw = data_format.startswith("NC")
     x = jnp.transpose(input, (0, 2, 3, 1)) if nchw else input
     y = depthwise_shifted(x, filter, strides=spatial(strides, data_format, 4),

@@ -7,12 +7,15 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.nn import (BATCH_NORM_DTYPES, F32, LRN_DTYPES, SELU_ALPHA, SELU_SCALE, batch_norm_axes,
-                                       channel_axis, lrn, per_channel, zero)
+from xlacs_server.lower.checks import check_dtype, check_rank, check_same_shapes, input_names
+from xlacs_server.lower.ops.nn import (BATCH_NORM_DTYPES, F32, FUSED_BATCH_NORM_FORMATS, LRN_DTYPES, SELU_ALPHA,
+                                       SELU_SCALE, batch_norm_axes, channel_axis, check_data_format, check_depth_radius,
+                                       check_per_channel, lrn, per_channel, zero)
 from xlacs_server.lower.registry import register_op
 
 
 def activation_grad(fn, ctx, gradients, x, *, T):
+    check_same_shapes(ctx.node.op, (gradients, x), T)
     return [fn(gradients, x)]
 
 
@@ -31,11 +34,15 @@ for _op, (_fn, _dtypes) in ACTIVATION_GRADS.items():
 
 @register_op("LeakyReluGrad", dtypes=D.FLOAT)
 def leaky_relu_grad(ctx, gradients, features, *, T=F32, alpha=0.2):
+    check_same_shapes(ctx.node.op, (gradients, features), T)
     return [jnp.where(features > 0, gradients, gradients * jnp.asarray(alpha, gradients.dtype))]
 
 
 @register_op("BiasAddGrad", dtypes=D.NUMERIC)
 def bias_add_grad(ctx, out_backprop, *, T, data_format="NHWC"):
+    check_data_format(data_format, ("NHWC", "NCHW"))
+    check_dtype(out_backprop, "out_backprop", T)
+    check_rank(out_backprop, "out_backprop", min_rank=2)
     axis = channel_axis(data_format, out_backprop.ndim)
     reduce_axes = tuple(a for a in range(out_backprop.ndim) if a != axis)
     return [jnp.sum(out_backprop, axis=reduce_axes, dtype=out_backprop.dtype)]
@@ -43,6 +50,9 @@ def bias_add_grad(ctx, out_backprop, *, T, data_format="NHWC"):
 
 @register_op("LRNGrad", dtypes=LRN_DTYPES)
 def lrn_grad(ctx, input_grads, input_image, output_image, *, T=F32, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
+    check_same_shapes(ctx.node.op, (input_grads, input_image, output_image), T)
+    check_rank(input_grads, "input_grads", rank=4)
+    check_depth_radius(depth_radius)
     _, backward = jax.vjp(lambda x: lrn(x, depth_radius, bias, alpha, beta), input_image)
     return list(backward(input_grads))
 
@@ -67,9 +77,21 @@ def batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_2, epsi
     return [x_backprop.astype(x.dtype), scale_backprop, offset_backprop, unused, unused]
 
 
+def check_batch_norm_grad(ctx, y_backprop, x, vectors, T, U, data_format: str) -> None:
+    """As TF's FusedBatchNormGrad kernels: y_backprop and x of one shape, of the rank data_format says; scale and
+    the reserve spaces (the statistics) of one value per channel."""
+    check_data_format(data_format, FUSED_BATCH_NORM_FORMATS[ctx.node.op.replace("Grad", "")])
+    check_same_shapes(ctx.node.op, (y_backprop, x), T)
+    check_rank(x, "x", rank=len(data_format))
+    for name, vector in zip(input_names(ctx.node.op)[2:], vectors):
+        check_dtype(vector, name, U, "U" if ctx.node.op != "FusedBatchNormGrad" else "T")
+        check_per_channel(x, vector, name, data_format)
+
+
 @register_op("FusedBatchNormGrad", dtypes=(np.float32,))
 def fused_batch_norm_grad(ctx, y_backprop, x, scale, reserve_space_1, reserve_space_2, *, T, epsilon=1e-4,
                           data_format="NHWC", is_training=True):
+    check_batch_norm_grad(ctx, y_backprop, x, (scale, reserve_space_1, reserve_space_2), T, T, data_format)
     return batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_2, epsilon, data_format, is_training)
 
 
@@ -77,4 +99,5 @@ def fused_batch_norm_grad(ctx, y_backprop, x, scale, reserve_space_1, reserve_sp
 def fused_batch_norm_grad_v2(ctx, y_backprop, x, scale, reserve_space_1, reserve_space_2, *reserve_space_3, T, U,
                              epsilon=1e-4, data_format="NHWC", is_training=True):
     """V3's extra reserve_space_3 input is cuDNN's; the gradient does not need it."""
+    check_batch_norm_grad(ctx, y_backprop, x, (scale, reserve_space_1, reserve_space_2), T, U, data_format)
     return batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_2, epsilon, data_format, is_training)

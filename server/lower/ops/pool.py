@@ -10,7 +10,10 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.array import axes
+from xlacs_server.lower.checks import InvalidArgument, Unimplemented, check_dtype
+from xlacs_server.lower.ops.array import axes, sizes
+from xlacs_server.lower.ops.conv import check_padding
+from xlacs_server.lower.ops.nn import check_data_format
 from xlacs_server.lower.registry import register_op
 
 MAX_POOL_DTYPES = D.FLOAT + D.SIGNED + (np.uint8, np.uint16)
@@ -18,10 +21,17 @@ MAX_POOL_GRAD_DTYPES = D.REAL
 POOL_3D_DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32)
 
 
-def window(values, ndim: int) -> tuple[int, ...]:
-    """A ksize or strides attr, given over every dimension in data_format order (or over the spatial ones)."""
-    values = tuple(int(v) for v in values)
-    return values if len(values) == ndim else (1, *values, 1)
+def window(values, ndim: int, name: str, *, from_input: bool) -> tuple[int, ...]:
+    """A ksize or strides attr (an input of the V2 ops): a positive size over every dimension in data_format
+    order. XLA would pool over the batch too; TF's kernels do not."""
+    values = tuple(int(v) for v in np.ravel(values))
+    blame = {"input" if from_input else "attr": name}
+    if len(values) != ndim or min(values) < 1:
+        raise InvalidArgument(f"{name} {list(values)} must hold {ndim} sizes, one per dimension, each at least 1",
+                              **blame)
+    if values[0] != 1:
+        raise Unimplemented(f"{name} {list(values)}: pooling over the batch dimension is not supported", **blame)
+    return values
 
 
 def pool_pads(shape, ksize, strides, padding: str, explicit_paddings=()):
@@ -78,87 +88,152 @@ def avg_pool_grad(input_shape, grad, ksize, strides, pads):
     return forward(grad)[0]
 
 
-def geometry(shape, ksize, strides, padding: str, explicit_paddings=()):
-    """(ksize, strides, pads) over every dimension of an input of `shape`."""
-    ksize, strides = window(ksize, len(shape)), window(strides, len(shape))
+def geometry(shape, ksize, strides, padding: str, explicit_paddings=(), *, data_format: str, rank: int,
+             input: str = "input", window_inputs: bool = False):
+    """(ksize, strides, pads) over every dimension of an input of `shape`, checked as TF's pooling kernels do."""
+    if data_format == "NCHW_VECT_C":
+        raise Unimplemented("data_format 'NCHW_VECT_C' is not supported: use NHWC or NCHW", attr="data_format")
+    check_data_format(data_format, ("NHWC", "NCHW") if rank == 4 else ("NDHWC", "NCDHW"))
+    if len(shape) != rank:
+        raise InvalidArgument(f"input {input!r} has shape {list(shape)}: it must have rank {rank}", input=input)
+    check_padding(padding, explicit_paddings, rank, data_format)
+    ksize = window(ksize, rank, "ksize", from_input=window_inputs)
+    strides = window(strides, rank, "strides", from_input=window_inputs)
     return ksize, strides, pool_pads(shape, ksize, strides, padding, explicit_paddings)
+
+
+def check_grad(grad, shape, window_geometry, input: str = "grad") -> None:
+    """A pooling gradient's `grad` has the shape of the pooling's output."""
+    expected = jax.eval_shape(lambda x: max_pool(x, *window_geometry), jax.ShapeDtypeStruct(shape, np.float32)).shape
+    if np.shape(grad) != expected:
+        raise InvalidArgument(f"input {input!r} has shape {list(np.shape(grad))}, but the pooling it is the gradient "
+                              f"of outputs {list(expected)}", input=input)
+
+
+def operands(dtype, **tensors) -> None:
+    for name, x in tensors.items():
+        check_dtype(x, name, dtype)
 
 
 @register_op("MaxPool", dtypes=MAX_POOL_DTYPES)
 def max_pool_op(ctx, input, *, T=np.dtype(np.float32), ksize, strides, padding, explicit_paddings=(),
                 data_format="NHWC"):
-    return [max_pool(input, *geometry(input.shape, ksize, strides, padding, explicit_paddings))]
+    operands(T, input=input)
+    return [max_pool(input, *geometry(input.shape, ksize, strides, padding, explicit_paddings, data_format=data_format,
+                                      rank=4))]
 
 
 @register_op("MaxPoolV2", dtypes=MAX_POOL_DTYPES, constant_inputs=("ksize", "strides"))
 def max_pool_v2(ctx, input, ksize, strides, *, T=np.dtype(np.float32), padding, data_format="NHWC"):
-    return [max_pool(input, *geometry(input.shape, axes(ksize), axes(strides), padding))]
+    operands(T, input=input)
+    return [max_pool(input, *geometry(input.shape, ksize, strides, padding, data_format=data_format, rank=4,
+                                      window_inputs=True))]
 
 
 @register_op("MaxPool3D", dtypes=POOL_3D_DTYPES)
 def max_pool_3d(ctx, input, *, ksize, strides, padding, data_format="NDHWC", T):
-    return [max_pool(input, *geometry(input.shape, ksize, strides, padding))]
+    operands(T, input=input)
+    return [max_pool(input, *geometry(input.shape, ksize, strides, padding, data_format=data_format, rank=5))]
 
 
 @register_op("AvgPool", dtypes=D.FLOAT)
 def avg_pool_op(ctx, value, *, T, ksize, strides, padding, data_format="NHWC"):
-    return [avg_pool(value, *geometry(value.shape, ksize, strides, padding))]
+    operands(T, value=value)
+    return [avg_pool(value, *geometry(value.shape, ksize, strides, padding, data_format=data_format, rank=4,
+                                      input="value"))]
 
 
 @register_op("AvgPool3D", dtypes=D.FLOAT)
 def avg_pool_3d(ctx, input, *, T, ksize, strides, padding, data_format="NDHWC"):
-    return [avg_pool(input, *geometry(input.shape, ksize, strides, padding))]
+    operands(T, input=input)
+    return [avg_pool(input, *geometry(input.shape, ksize, strides, padding, data_format=data_format, rank=5))]
+
+
+def max_pool_grad_geometry(orig_input, orig_output, grad, dtype, *, input_dtype=None, grad_grad=False, **pooling):
+    """The pooling a max-pool gradient node differentiates, its operands checked: of their dtypes, orig_input of
+    the pooling's rank, orig_output and grad of its output's shape (grad of orig_input's for MaxPoolGradGrad)."""
+    operands(input_dtype or dtype, orig_input=orig_input, orig_output=orig_output)  # MaxPool3DGrad's are TInput
+    operands(dtype, grad=grad)
+    window_geometry = geometry(orig_input.shape, input="orig_input", **pooling)
+    check_grad(orig_output, orig_input.shape, window_geometry, "orig_output")
+    if not grad_grad:
+        check_grad(grad, orig_input.shape, window_geometry)
+    elif grad.shape != orig_input.shape:
+        raise InvalidArgument(f"input 'grad' has shape {list(grad.shape)}, but 'orig_input' has "
+                              f"{list(orig_input.shape)}: they must be the same", input="grad")
+    return window_geometry
 
 
 @register_op("MaxPoolGrad", dtypes=MAX_POOL_GRAD_DTYPES)
 def max_pool_grad_op(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, explicit_paddings=(),
                      data_format="NHWC", T=np.dtype(np.float32)):
-    return [max_pool_grad(orig_input, grad, *geometry(orig_input.shape, ksize, strides, padding, explicit_paddings))]
+    pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, ksize=ksize, strides=strides, padding=padding,
+                                     explicit_paddings=explicit_paddings, data_format=data_format, rank=4)
+    return [max_pool_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPoolGradV2", dtypes=MAX_POOL_GRAD_DTYPES, constant_inputs=("ksize", "strides"))
 def max_pool_grad_v2(ctx, orig_input, orig_output, grad, ksize, strides, *, padding, data_format="NHWC",
                      T=np.dtype(np.float32)):
-    return [max_pool_grad(orig_input, grad, *geometry(orig_input.shape, axes(ksize), axes(strides), padding))]
+    pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, ksize=ksize, strides=strides, padding=padding,
+                                     data_format=data_format, rank=4, window_inputs=True)
+    return [max_pool_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPool3DGrad", dtypes=POOL_3D_DTYPES)
 def max_pool_3d_grad(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NDHWC",
                      T=np.dtype(np.float32), TInput=np.dtype(np.float32)):
-    return [max_pool_grad(orig_input, grad, *geometry(orig_input.shape, ksize, strides, padding))]
+    pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, input_dtype=TInput, ksize=ksize,
+                                     strides=strides, padding=padding, data_format=data_format, rank=5)
+    return [max_pool_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPoolGradGrad", dtypes=MAX_POOL_GRAD_DTYPES)
 def max_pool_grad_grad_op(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NHWC", T):
-    return [max_pool_grad_grad(orig_input, grad, *geometry(orig_input.shape, ksize, strides, padding))]
+    pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, grad_grad=True, ksize=ksize, strides=strides,
+                                     padding=padding, data_format=data_format, rank=4)
+    return [max_pool_grad_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPool3DGradGrad", dtypes=MAX_POOL_GRAD_DTYPES)
 def max_pool_3d_grad_grad(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NDHWC", T):
-    return [max_pool_grad_grad(orig_input, grad, *geometry(orig_input.shape, ksize, strides, padding))]
+    pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, grad_grad=True, ksize=ksize, strides=strides,
+                                     padding=padding, data_format=data_format, rank=5)
+    return [max_pool_grad_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPoolGradGradV2", dtypes=MAX_POOL_GRAD_DTYPES, constant_inputs=("ksize", "strides"))
 def max_pool_grad_grad_v2(ctx, orig_input, orig_output, grad, ksize, strides, *, padding, data_format="NHWC", T):
-    return [max_pool_grad_grad(orig_input, grad, *geometry(orig_input.shape, axes(ksize), axes(strides), padding))]
+    pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, grad_grad=True, ksize=ksize, strides=strides,
+                                     padding=padding, data_format=data_format, rank=4, window_inputs=True)
+    return [max_pool_grad_grad(orig_input, grad, *pooling)]
+
+
+def avg_pool_grad_checked(orig_input_shape, grad, dtype, rank: int, **pooling):
+    shape = sizes(orig_input_shape, "orig_input_shape")
+    operands(dtype, grad=grad)
+    window_geometry = geometry(shape, input="orig_input_shape", rank=rank, **pooling)
+    check_grad(grad, shape, window_geometry)
+    return avg_pool_grad(shape, grad, *window_geometry)
 
 
 @register_op("AvgPoolGrad", dtypes=D.FLOAT, constant_inputs=("orig_input_shape",))
 def avg_pool_grad_op(ctx, orig_input_shape, grad, *, ksize, strides, padding, data_format="NHWC", T):
-    shape = axes(orig_input_shape)
-    return [avg_pool_grad(shape, grad, *geometry(shape, ksize, strides, padding))]
+    return [avg_pool_grad_checked(orig_input_shape, grad, T, 4, ksize=ksize, strides=strides, padding=padding,
+                                  data_format=data_format)]
 
 
 @register_op("AvgPool3DGrad", dtypes=D.FLOAT, constant_inputs=("orig_input_shape",))
 def avg_pool_3d_grad(ctx, orig_input_shape, grad, *, ksize, strides, padding, data_format="NDHWC", T):
-    shape = axes(orig_input_shape)
-    return [avg_pool_grad(shape, grad, *geometry(shape, ksize, strides, padding))]
+    return [avg_pool_grad_checked(orig_input_shape, grad, T, 5, ksize=ksize, strides=strides, padding=padding,
+                                  data_format=data_format)]
 
 
 @register_op("MaxPoolWithArgmax", dtypes=MAX_POOL_GRAD_DTYPES)
 def max_pool_with_argmax(ctx, input, *, ksize, strides, padding, T, Targmax=np.dtype(np.int64),
                          include_batch_in_index=False):
-    ksize, strides, pads = geometry(input.shape, ksize, strides, padding)
+    operands(T, input=input)
+    ksize, strides, pads = geometry(input.shape, ksize, strides, padding, data_format="NHWC", rank=4)
     argmax = window_argmax(input, ksize, strides, pads).astype(Targmax)
     if not include_batch_in_index:  # TF's index is then relative to the image
         argmax = argmax % int(np.prod(input.shape[1:]))
@@ -169,6 +244,11 @@ def max_pool_with_argmax(ctx, input, *, ksize, strides, padding, T, Targmax=np.d
 def max_pool_grad_with_argmax(ctx, input, grad, argmax, *, ksize, strides, padding, include_batch_in_index=False,
                               Targmax, T):
     """Routes each gradient to the flat position MaxPoolWithArgmax recorded."""
+    operands(T, input=input, grad=grad)
+    check_dtype(argmax, "argmax", Targmax, "Targmax")
+    pooling = geometry(input.shape, ksize, strides, padding, data_format="NHWC", rank=4)
+    check_grad(grad, input.shape, pooling)
+    check_grad(argmax, input.shape, pooling, "argmax")
     flat = jnp.reshape(argmax, (argmax.shape[0], -1)).astype(np.int64)
     if not include_batch_in_index:  # the recorded index is relative to its image
         flat = flat + np.arange(argmax.shape[0])[:, None] * int(np.prod(input.shape[1:]))

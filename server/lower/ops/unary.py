@@ -9,6 +9,7 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import check_dtype, check_dtypes, check_same_shapes
 from xlacs_server.lower.registry import register_op
 
 FLOAT_COMPLEX = D.FLOAT + D.COMPLEX
@@ -16,6 +17,7 @@ SIGNED_NUMERIC = D.FLOAT + D.SIGNED + D.COMPLEX  # TF's Neg, Sign, Inv...: no un
 
 
 def unary(fn, ctx, x, *, T):
+    check_dtypes(ctx.node.op, (x,), T)
     return [fn(x)]
 
 
@@ -114,15 +116,18 @@ for _op, (_fn, _dtypes) in UNARY.items():
 
 @register_op("Conj", dtypes=D.COMPLEX)
 def conj(ctx, input, *, T=np.dtype(np.complex64)):
+    check_dtype(input, "input", T)
     return [jnp.conj(input)]
 
 
 @register_op("LogicalNot")
 def logical_not(ctx, x):
+    check_dtype(x, "x", np.dtype(bool))
     return [jnp.logical_not(x)]
 
 
 def complex_part(fn, ctx, input, *, T=np.dtype(np.complex64), Tout=np.dtype(np.float32)):
+    check_dtypes(ctx.node.op, (input,), T)  # ComplexAbs names it x
     return [fn(input).astype(Tout)]
 
 
@@ -132,6 +137,7 @@ for _op, _fn in {"Real": jnp.real, "Imag": jnp.imag, "Angle": jnp.angle, "Comple
 
 def output_grad(derivative, conjugate, ctx, y, dy, *, T):
     """The gradient of y = f(x) given y: dy * f'(x), with f' written in y."""
+    check_same_shapes(ctx.node.op, (y, dy), T)
     d = derivative(y)
     return [dy * (jnp.conj(d) if conjugate else d)]
 
@@ -150,9 +156,11 @@ for _op, (_derivative, _conjugate) in OUTPUT_GRADS.items():
 
 @register_op("SoftplusGrad", dtypes=D.FLOAT)
 def softplus_grad(ctx, gradients, features, *, T):
+    check_same_shapes(ctx.node.op, (gradients, features), T)
     return [gradients * jax.nn.sigmoid(features)]
 
 
 @register_op("SoftsignGrad", dtypes=D.FLOAT)
 def softsign_grad(ctx, gradients, features, *, T):
+    check_same_shapes(ctx.node.op, (gradients, features), T)
     return [gradients / jnp.square(1 + jnp.abs(features))]
