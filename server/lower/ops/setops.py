@@ -15,8 +15,10 @@ def where(ctx, input, *, T=np.dtype(np.bool_)):
 
 
 def unique(x: np.ndarray, axis: int | None, out_idx):
-    """(values, idx, counts) with the values in order of first occurrence, as TF returns them."""
-    _, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+    """(values, idx, counts) with the values in order of first occurrence, as TF returns them. Values compare
+    with ==, as in TF's kernels: -0.0 is 0.0, and a NaN equals nothing (numpy's default counts NaNs as one)."""
+    _, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis,
+                                          equal_nan=False)
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
