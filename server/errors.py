@@ -105,6 +105,16 @@ class UnsupportedNode(NodeError):
     code = grpc.StatusCode.UNIMPLEMENTED
 
 
+class DataDependentShape(UnsupportedNode):
+    """An input whose values decide the shape of the output (Where, Unique, ...) depends on a feed: TF runs
+    it, but an XLA program has static shapes."""
+
+    def __init__(self, node: str, op: str, input_name: str):
+        super().__init__(node, op, f"the shape of the output depends on the values of input {input_name!r}, which "
+                                   "depends on a feed; XLA programs have static shapes, so this op is lowered only "
+                                   "when that input is a compile-time constant", input=input_name)
+
+
 class LoweringError(NodeError):
     """A bug in xlacs: a lowering rule failed on a node in a way it does not check for. The cause is logged
     with its traceback; the client gets INTERNAL with the node, the op and a request id."""

@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlacs_server import metrics
-from xlacs_server.errors import InvalidGraph, InvalidNode, InvalidRequest, LoweringError, NotConstant, XlacsError
+from xlacs_server.errors import (DataDependentShape, InvalidGraph, InvalidNode, InvalidRequest, LoweringError,
+                                 NotConstant, XlacsError)
 from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
 from xlacs_server.graph.tensor_proto import is_splat
 from xlacs_server.lower import limits, registry
@@ -59,7 +60,7 @@ class Lowerer:
                 raise InvalidNode(name, node.op, f"input {input_name!r} is missing: the node has {len(inputs)} "
                                                  "input(s)", input=input_name)
             if not is_constant(inputs[index]):
-                raise NotConstant(name, node.op, input_name)
+                raise (DataDependentShape if lowering.data_dependent_shape else NotConstant)(name, node.op, input_name)
         params = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
         ctx = LoweringContext(node, self.platform, self, self.scope)
         try:

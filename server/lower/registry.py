@@ -27,6 +27,7 @@ class Lowering:
     constant_inputs: tuple[int | str, ...]
     foldable: bool  # may run on the host when every input is a constant
     platform: str | None  # None: the generic rule; otherwise an override for one platform
+    data_dependent_shape: bool = False  # the output's shape depends on the values of the constant inputs
 
     @property
     def module(self) -> str:
@@ -64,14 +65,15 @@ def _signature(rule: Callable) -> tuple[dict[str, bool], tuple[str, ...]]:
 
 def register_op(*ops: str, dtypes: Iterable | None = None, type_attr: str = "T",
                 devices: Iterable[str] = PLATFORMS, constant_inputs: Iterable[int | str] = (),
-                foldable: bool = True, platform: str | None = None):
+                foldable: bool = True, platform: str | None = None, data_dependent_shape: bool = False):
     """Registers `rule` for each of `ops`. A second, different registration of an (op, platform) raises."""
     def decorate(rule: Callable) -> Callable:
         attrs, input_names = _signature(rule)
         for op in ops:
             lowering = Lowering(op, rule, attrs, input_names,
                                 None if dtypes is None else frozenset(np.dtype(d) for d in dtypes),
-                                type_attr, frozenset(devices), tuple(constant_inputs), foldable, platform)
+                                type_attr, frozenset(devices), tuple(constant_inputs), foldable, platform,
+                                data_dependent_shape)
             previous = _REGISTRY.get((op, platform))
             if previous is not None and previous != lowering:
                 raise DuplicateRegistration(f"{op} (platform {platform or 'any'}) is registered twice: "

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from xlacs_server.lower import limits
+from xlacs_server.lower.checks import InvalidArgument, Unimplemented
 from xlacs_server.lower.context import is_constant
 
 
@@ -30,7 +31,7 @@ class TensorList:
     def new(cls, dtype, max_size: int, length: int, element_shape: tuple | None) -> "TensorList":
         """A list of `length` zero elements: TF reads unwritten elements as zeros."""
         if max_size < 0:
-            raise ValueError(f"a list of {max_size} elements")
+            raise InvalidArgument(f"a list of {max_size} elements: the size must not be negative")
         lst = cls(np.dtype(dtype), max_size, np.asarray(length, np.int32), element_shape)
         return lst.initialized(element_shape) if fully_defined(element_shape) else lst
 
@@ -59,17 +60,17 @@ class TensorList:
             return self.data
         shape = merge_shapes(self.element_shape, element_shape)
         if not fully_defined(shape):
-            raise ValueError(f"the list's element shape {describe(shape)} is not fully known and no element "
-                             "was written to it; XLA needs static shapes")
+            raise Unimplemented(f"the list's element shape {describe(shape)} is not fully known and no element "
+                                "was written to it; XLA needs static shapes: give the list a full element_shape")
         return self.initialized(shape).data
 
     def for_element(self, shape: tuple) -> "TensorList":
         """The list, ready to hold an element of `shape`: initialized if needed, checked otherwise."""
         try:
             merge_shapes(self.element_shape, tuple(shape))
-        except ValueError:
-            raise ValueError(f"an element of shape {list(shape)} does not fit a list of elements of shape "
-                             f"{describe(self.element_shape)}") from None
+        except InvalidArgument:
+            raise InvalidArgument(f"an element of shape {list(shape)} does not fit a list of elements of shape "
+                                  f"{describe(self.element_shape)}") from None
         return self if self.data is not None else self.initialized(shape)
 
     def zeros_like(self) -> "TensorList":
@@ -95,7 +96,7 @@ def merge_shapes(a: tuple | None, b: tuple | None) -> tuple | None:
     if b is None:
         return a
     if len(a) != len(b) or any(x >= 0 and y >= 0 and x != y for x, y in zip(a, b)):
-        raise ValueError(f"element shapes {describe(a)} and {describe(b)} are incompatible")
+        raise InvalidArgument(f"element shapes {describe(a)} and {describe(b)} are incompatible")
     return tuple(x if x >= 0 else y for x, y in zip(a, b))
 
 

@@ -10,6 +10,7 @@ import dataclasses
 
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.graph.ir import Endpoint, Graph
+from xlacs_server.lower.checks import InvalidArgument, Unimplemented
 
 INPUT_PREFIX = "variables/"
 
@@ -22,9 +23,12 @@ class VariableRef:
     assigned: bool = False
 
     def assign(self, value) -> None:
-        if tuple(value.shape) != tuple(self.value.shape) or value.dtype != self.value.dtype:
-            raise ValueError(f"variable {self.name!r} holds {self.value.dtype}{list(self.value.shape)}; "
-                             f"cannot assign {value.dtype}{list(value.shape)}")
+        """A value of another dtype is the graph's fault; of another shape, xlacs' limit (TF variables may change
+        shape, XLA program outputs cannot)."""
+        if value.dtype != self.value.dtype or tuple(value.shape) != tuple(self.value.shape):
+            error = InvalidArgument if value.dtype != self.value.dtype else Unimplemented
+            raise error(f"variable {self.name!r} holds {self.value.dtype}{list(self.value.shape)}; cannot assign "
+                        f"{value.dtype}{list(value.shape)}")
         self.value = value
         self.assigned = True
 

@@ -10,7 +10,7 @@ from tensorflow.python.framework import function as tf_function
 
 from tests import tf1
 from tests.lower.test_variables import unfrozen
-from tests.oracle import assert_close, specs_of
+from tests.oracle import assert_close, compile_and_compare, ids, specs_of
 from xlacs import freeze
 from xlacs_server.config import Settings
 from xlacs_server.graph.importer import import_graph
@@ -100,11 +100,12 @@ def growing(x):
                          shape_invariants=[tf.TensorShape([None])])[0]
 
 
-def test_loop_variable_changing_shape_is_an_error_naming_the_node(client):
+def test_loop_variable_changing_shape_is_unimplemented_naming_the_node(client):
+    """TF runs the loop (its shape invariant allows it); XLA loops keep shapes: xlacs' limit."""
     graph_def, feeds, fetches = traced_graph(growing, [np.zeros((2,), np.float32)])
     with pytest.raises(grpc.RpcError) as e:
         client.compile(graph_def, feeds, fetches)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
     assert "node 'while'" in e.value.details() and "is float32[2] before the body" in e.value.details()
 
 
@@ -222,3 +223,30 @@ def test_tf1_defun_calls_by_op_name(client):
     x = rng.normal(size=(3,)).astype(np.float32)
     got, = client.compile(graph.as_graph_def(), {"x:0": (np.float32, (3,))}, ["y:0"]).execute({"x:0": x})
     assert_close(got, tf1.run(graph, {"x:0": x}, "y:0"))
+
+
+TRUTH_DTYPES = [np.int32, np.uint8, np.float32, np.float64, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", TRUTH_DTYPES, ids=ids)
+def test_to_bool(client, dtype):
+    """TF's truth of a tensor: a scalar is true when nonzero (NaN included), any other tensor when it holds an
+    element, whatever its values."""
+    values = [np.zeros((), dtype), np.ones((), dtype), np.zeros((0, 3), dtype), np.zeros((2,), dtype)]
+    if np.dtype(dtype).kind == "f":
+        values += [np.array(np.nan, dtype), np.array(-0.0, dtype)]
+    compile_and_compare(client, lambda *xs: [tf.raw_ops.ToBool(input=x) for x in xs], values)
+
+
+def cond_on(predicate, x):
+    return tf.cond(tf.raw_ops.ToBool(input=predicate), lambda: x * 2.0, lambda: x - 1.0)
+
+
+@pytest.mark.parametrize("lower_control_flow", [True, False], ids=["lowered", "functional"])
+@pytest.mark.parametrize("predicate", [np.int32(0), np.int32(3), np.float32(-0.5), np.zeros((0,), np.float32),
+                                       np.zeros((2,), np.float32)], ids=["0", "3", "-0.5", "empty", "[0, 0]"])
+def test_cond_on_a_non_boolean_predicate(client, predicate, lower_control_flow):
+    """A conditional on a number or a tensor: its predicate goes through ToBool (TF's Switch and TF2's tf.cond
+    take only booleans), in Switch/Merge and in If form."""
+    compile_and_compare(client, cond_on, [predicate, rng.normal(size=(3,)).astype(np.float32)],
+                        lower_control_flow=lower_control_flow)

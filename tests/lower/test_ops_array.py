@@ -8,8 +8,9 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from tests.oracle import compile_and_compare, ids, rand
-from xlacs import dtypes as wire_dtypes, freeze
+from tests.lower.refusals import Fed, assert_refused, assert_tf_refuses
+from tests.oracle import compile_and_compare, ids, rand, specs_of
+from xlacs import dtypes as wire_dtypes, error_details, freeze
 from xlacs.v1 import tf_graph_pb2 as xlacs_tf
 from xlacs_server.graph import attrs
 from xlacs_server.lower import ops, registry  # noqa: F401  (importing ops registers the lowerings)
@@ -319,3 +320,130 @@ def test_data_format_permutations(client, formats):
                 raw.DataFormatVecPermute(x=spatial, src_format=src, dst_format=dst))
     compile_and_compare(client, fn, [np.arange(-n, n, dtype=np.int32), vector, np.stack([vector, -vector], axis=1),
                                      vector[1:-1]])
+
+
+# --- What TF's kernels refuse is INVALID_ARGUMENT naming the node and the input or attr at fault -------------------
+
+X23 = np.arange(6, dtype=np.float32).reshape(2, 3)
+I32, I64, F32 = np.int32, np.int64, np.float32
+
+
+def ints(*values, dtype=I32):
+    return np.array(values, dtype)
+
+
+# id -> (op, inputs, attrs, blamed {"input" or "attr": name}, message pattern, TF refusing the same eagerly)
+REFUSED = {
+    "sum_axis_twice": ("Sum", {"input": Fed((2, 3)), "reduction_indices": ints(1, -1)}, dict(T=F32, Tidx=I32),
+                       {"input": "reduction_indices"}, "names axis 1 twice",
+                       lambda: raw.Sum(input=X23, axis=[1, -1])),
+    "max_axis_out_of_range": ("Max", {"input": Fed((2, 3)), "reduction_indices": ints(2)}, dict(T=F32, Tidx=I32),
+                              {"input": "reduction_indices"}, r"axis 2, out of range .* rank 2",
+                              lambda: raw.Max(input=X23, axis=[2])),
+    "argmax_over_an_empty_axis": ("ArgMax", {"input": Fed((2, 0)), "dimension": ints(1)[0]},
+                                  dict(T=F32, Tidx=I32, output_type=I64), {"input": "input"}, "dimension 1 is empty",
+                                  lambda: raw.ArgMax(input=np.zeros((2, 0), F32), dimension=1)),
+    "argmax_vector_dimension": ("ArgMax", {"input": Fed((2, 3)), "dimension": ints(1)},
+                                dict(T=F32, Tidx=I32, output_type=I64), {"input": "dimension"}, "must have rank 0",
+                                lambda: raw.ArgMax(input=X23, dimension=[1])),
+    "cumsum_vector_axis": ("Cumsum", {"x": Fed((2, 3)), "axis": ints(1)}, dict(T=F32, Tidx=I32),
+                           {"input": "axis"}, "must have rank 0", lambda: raw.Cumsum(x=X23, axis=[1])),
+    "strided_slice_zero_stride": ("StridedSlice", {"input": Fed((2, 3)), "begin": ints(0), "end": ints(1),
+                                                   "strides": ints(0)}, dict(T=F32, Index=I32),
+                                  {"input": "strides"}, "must be non-zero",
+                                  lambda: raw.StridedSlice(input=X23, begin=[0], end=[1], strides=[0])),
+    "strided_slice_index_out_of_bounds": ("StridedSlice", {"input": Fed((2, 3)), "begin": ints(5), "end": ints(6),
+                                                           "strides": ints(1)},
+                                          dict(T=F32, Index=I32, shrink_axis_mask=1), {"input": "begin"},
+                                          r"begin\[0\] = 5 .* in \[-2, 2\)",
+                                          lambda: raw.StridedSlice(input=X23, begin=[5], end=[6], strides=[1],
+                                                                   shrink_axis_mask=1)),
+    "slice_past_the_end": ("Slice", {"input": Fed((2, 3)), "begin": ints(0, 2), "size": ints(1, 2)},
+                           dict(T=F32, Index=I32), {"input": "size"}, r"size\[1\] = 2 does not fit",
+                           lambda: raw.Slice(input=X23, begin=[0, 2], size=[1, 2])),
+    "split_not_dividing": ("Split", {"split_dim": ints(1)[0], "value": Fed((2, 3))}, dict(T=F32, num_split=2),
+                           {"attr": "num_split"}, "does not divide dimension 1",
+                           lambda: raw.Split(axis=1, value=X23, num_split=2)),
+    "concat_mismatched_shapes": ("ConcatV2", {"a": Fed((2, 3)), "b": Fed((1, 2)), "axis": ints(0)[0]},
+                                 dict(T=F32, Tidx=I32, N=2), {"input": "values[1]"}, "agree in every dimension",
+                                 lambda: raw.ConcatV2(values=[X23, X23[:1, :2]], axis=0)),
+    "pack_axis_out_of_range": ("Pack", {"a": Fed((2, 3)), "b": Fed((2, 3))}, dict(T=F32, N=2, axis=3),
+                               {"attr": "axis"}, r"axis=3 is out of range",
+                               lambda: raw.Pack(values=[X23, X23], axis=3)),
+    "tile_multiples_of_another_rank": ("Tile", {"input": Fed((2, 3)), "multiples": ints(2)},
+                                       dict(T=F32, Tmultiples=I32), {"input": "multiples"}, "vector of 2 value",
+                                       lambda: raw.Tile(input=X23, multiples=[2])),
+    "pad_negative": ("Pad", {"input": Fed((2, 3)), "paddings": np.array([[1, 1], [-1, 0]], I32)},
+                     dict(T=F32, Tpaddings=I32), {"input": "paddings"}, "negative",
+                     lambda: raw.Pad(input=X23, paddings=[[1, 1], [-1, 0]])),
+    "mirror_pad_past_the_edge": ("MirrorPad", {"input": Fed((2, 3)), "paddings": np.array([[1, 1], [3, 0]], I32)},
+                                 dict(T=F32, Tpaddings=I32, mode="REFLECT"), {"input": "paddings"},
+                                 "must not exceed 2",
+                                 lambda: raw.MirrorPad(input=X23, paddings=[[1, 1], [3, 0]], mode="REFLECT")),
+    "reverse_axis_twice": ("ReverseV2", {"tensor": Fed((2, 3)), "axis": ints(1, -1)}, dict(T=F32, Tidx=I32),
+                           {"input": "axis"}, "names axis 1 twice", lambda: raw.ReverseV2(tensor=X23, axis=[1, -1])),
+    "roll_shift_and_axis_of_different_lengths": ("Roll", {"input": Fed((2, 3)), "shift": ints(1, 1),
+                                                          "axis": ints(1)}, dict(T=F32, Tshift=I32, Taxis=I32),
+                                                 {"input": "shift"}, "one length",
+                                                 lambda: raw.Roll(input=X23, shift=[1, 1], axis=[1])),
+    "broadcast_args_incompatible": ("BroadcastArgs", {"s0": ints(2, 3), "s1": ints(4)}, dict(T=I32),
+                                    {"input": "s1"}, r"incompatible shapes for broadcasting: s0 \[2, 3\], s1 \[4\]",
+                                    lambda: raw.BroadcastArgs(s0=[2, 3], s1=[4])),
+    "broadcast_to_incompatible": ("BroadcastTo", {"input": Fed((2, 3)), "shape": ints(4, 3)}, dict(T=F32, Tidx=I32),
+                                  {"input": "shape"}, "incompatible shapes",
+                                  lambda: raw.BroadcastTo(input=X23, shape=[4, 3])),
+    "space_to_batch_not_divisible": ("SpaceToBatchND", {"input": Fed((2, 4, 4, 3)), "block_shape": ints(3, 2),
+                                                        "paddings": np.zeros((2, 2), I32)},
+                                     dict(T=F32, Tblock_shape=I32, Tpaddings=I32), {"input": "paddings"},
+                                     r"block_shape \[3, 2\] does not divide",
+                                     lambda: raw.SpaceToBatchND(input=np.zeros((2, 4, 4, 3), F32), block_shape=[3, 2],
+                                                                paddings=[[0, 0], [0, 0]])),
+    "depth_to_space_depth_not_divisible": ("DepthToSpace", {"input": Fed((2, 4, 4, 3))}, dict(T=F32, block_size=2),
+                                           {"attr": "block_size"}, "depth 3",
+                                           lambda: raw.DepthToSpace(input=np.zeros((2, 4, 4, 3), F32), block_size=2)),
+    "unique_v2_two_axes": ("UniqueV2", {"x": X23, "axis": ints(0, 1, dtype=I64)}, dict(T=F32, Taxis=I64),
+                           {"input": "axis"}, "at most one axis",
+                           lambda: raw.UniqueV2(x=X23, axis=ints(0, 1, dtype=I64))),
+    "data_format_vec_permute_of_3": ("DataFormatVecPermute", {"x": Fed((3,), I32)}, dict(T=I32),
+                                     {"input": "x"}, "has 3 rows",
+                                     lambda: raw.DataFormatVecPermute(x=[1, 2, 3])),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=str)
+def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
+    op, inputs, attr_values, blame, match, tf_refuses = REFUSED[case]
+    assert_tf_refuses(tf_refuses)
+    assert_refused(client, op, inputs, blame=blame, match=match, **attr_values)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8], ids=ids)
+def test_max_and_min_over_an_empty_axis_are_their_identities(client, dtype):
+    """-inf (the lowest integer) for Max, +inf (the highest) for Min, as TF; ArgMax over a dimension of an
+    empty tensor that leaves no output is fine too."""
+    def fn(x):
+        return (raw.Max(input=x, axis=[1]), raw.Min(input=x, axis=[1]), raw.Max(input=x, axis=[0, 1], keep_dims=True),
+                raw.Min(input=tf.transpose(x), axis=0), raw.ArgMax(input=tf.transpose(x), dimension=1))
+    compile_and_compare(client, fn, [np.zeros((2, 0), dtype)])
+
+
+def test_a_fed_end_of_a_strided_slice_is_named(client):
+    """x[1:i]: the slice's length would depend on the fed i, which is the slice's end, not its begin."""
+    frozen = freeze(tf.function(lambda x, i: x[1:i]), *specs_of([rand((4, 3)), np.int32(3)]))
+    with pytest.raises(grpc.RpcError) as e:
+        client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert error_details(e.value).metadata["input"] == "end" and "'end' must be a compile-time constant" in \
+        e.value.details()
+
+
+@pytest.mark.parametrize("op,inputs,attr_values,input", [
+    ("Where", {"input": Fed((3,), np.bool_)}, dict(T=np.bool_), "input"),
+    ("Unique", {"x": Fed((3,))}, dict(T=F32, out_idx=I32), "x"),
+    ("ListDiff", {"x": Fed((3,)), "y": np.ones(2, F32)}, dict(T=F32, out_idx=I32), "x"),
+], ids=["Where", "Unique", "ListDiff"])
+def test_ops_whose_shape_depends_on_a_feed_are_unimplemented(client, op, inputs, attr_values, input):
+    assert_refused(client, op, inputs, blame={"input": input}, code=grpc.StatusCode.UNIMPLEMENTED,
+                   match=f"the shape of the output depends on the values of input '{input}', which depends on a "
+                         "feed", **attr_values)
+

@@ -8,6 +8,7 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import InvalidArgument, check_rank, check_scalar
 from xlacs_server.lower.ops.numerics import multiply
 from xlacs_server.lower.registry import register_op
 
@@ -15,9 +16,12 @@ F32 = np.float32
 ADJUST_DTYPES = (np.float16, np.float32)
 
 
-def channels(images):
+def channels(images, min_rank: int = 1):
+    """The R, G, B (or H, S, V) planes of input 'images', of rank at least `min_rank`."""
+    check_rank(images, "images", min_rank=min_rank)
     if images.shape[-1] != 3:
-        raise ValueError(f"images must have 3 channels in their last dimension, got shape {list(images.shape)}")
+        raise InvalidArgument(f"input 'images' has shape {list(images.shape)}; its last dimension must hold 3 "
+                              "channels", input="images")
     return images[..., 0], images[..., 1], images[..., 2]
 
 
@@ -78,7 +82,8 @@ def hue_and_range(r, g, b):
 
 @register_op("AdjustHue", dtypes=ADJUST_DTYPES)
 def adjust_hue(ctx, images, delta, *, T=np.dtype(F32)):
-    hue, smallest, largest = hue_and_range(*channels(images.astype(F32)))
+    check_scalar(delta, "delta")
+    hue, smallest, largest = hue_and_range(*channels(images.astype(F32), min_rank=3))
     hue = hue + multiply(delta.astype(F32), F32(6))  # rounded before the sum: the sector is truncated from it
     hue = add_while(add_while(hue, lambda h: h < 0, F32(6)), lambda h: h >= 6, F32(-6))
     sector = hue.astype(jnp.int32)
@@ -107,7 +112,8 @@ def saturation_hsv(r, g, b):
 
 @register_op("AdjustSaturation", dtypes=ADJUST_DTYPES)
 def adjust_saturation(ctx, images, scale, *, T=np.dtype(F32)):
-    hue, saturation, value = saturation_hsv(*channels(images.astype(F32)))
+    check_scalar(scale, "scale")
+    hue, saturation, value = saturation_hsv(*channels(images.astype(F32), min_rank=3))
     saturation = jnp.minimum(F32(1), jnp.maximum(F32(0), saturation * scale.astype(F32)))
     chroma = saturation * value
     lowest = value - chroma
@@ -124,7 +130,7 @@ def adjust_saturation(ctx, images, scale, *, T=np.dtype(F32)):
 
 @register_op("AdjustContrastv2", dtypes=ADJUST_DTYPES)
 def adjust_contrast_v2(ctx, images, contrast_factor, *, T=np.dtype(F32)):
-    if images.ndim < 3:
-        raise ValueError(f"images must be at least 3-D [..., height, width, channels], got shape {list(images.shape)}")
+    check_rank(images, "images", min_rank=3)
+    check_scalar(contrast_factor, "contrast_factor")
     mean = jnp.mean(images.astype(F32), axis=(-3, -2), keepdims=True).astype(images.dtype)
     return [mean + ((images - mean).astype(F32) * contrast_factor.astype(F32)).astype(images.dtype)]

@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import InvalidArgument, Unimplemented
 from xlacs_server.lower.context import is_constant
 from xlacs_server.lower.functions import resources_in, write_back
 from xlacs_server.lower.registry import register_op
@@ -49,8 +51,13 @@ def while_(ctx, *inputs, T, cond, body, output_shapes=(), parallel_iterations=10
     return while_loop(ctx, cond, body, list(inputs))
 
 
+@register_op("ToBool", dtypes=D.SIGNED + (np.uint8, np.float32, np.float64, np.bool_))  # TF's kernel's types
+def to_bool(ctx, input, *, T):
+    return [truth(input)]
+
+
 def truth(value):
-    """TF's predicate: a scalar is true when nonzero, any other tensor when it is not empty."""
+    """TF's predicate (ToBool): a scalar is true when nonzero, any other tensor when it is not empty."""
     if np.ndim(value) != 0:
         return np.asarray(np.size(value) > 0)
     if is_constant(value):
@@ -67,11 +74,11 @@ def branch(ctx, index, branches: list, inputs: list) -> list:
     outputs = [t.abstract_outputs() for t in traced]
     for b, out in zip(branches[1:], outputs[1:]):
         if len(out) != len(outputs[0]):
-            raise ValueError(f"branch {branches[0].name!r} has {len(outputs[0])} outputs, {b.name!r} {len(out)}")
+            raise InvalidArgument(f"branch {branches[0].name!r} has {len(outputs[0])} outputs, {b.name!r} "
+                                  f"{len(out)}: branches must return the same outputs")
         for k, (first, other) in enumerate(zip(outputs[0], out)):
-            if _signature(first) != _signature(other):
-                raise ValueError(f"output {k} is {_describe(first)} in branch {branches[0].name!r} but "
-                                 f"{_describe(other)} in branch {b.name!r}")
+            _check_same_type(first, other, f"output {k}", f"in branch {branches[0].name!r}",
+                             f"in branch {b.name!r}", "XLA conditionals return one shape whichever branch runs")
     # Where every branch returns the same constant, the result is that constant.
     shared = [c if all(_same(c, t.constants[i]) for t in traced) else None
               for i, c in enumerate(traced[0].constants)]
@@ -103,10 +110,12 @@ def while_loop(ctx, cond, body, init: list) -> list:
     probe = _abstract(carried)
     condition = ctx.engine.trace(cond, probe)[0].abstract_outputs()
     if len(condition) != 1:
-        raise ValueError(f"the loop condition {cond.name!r} returns {len(condition)} values, not one")
+        raise InvalidArgument(f"the loop condition {cond.name!r} returns {len(condition)} values, not one",
+                              attr="cond")
     if is_constant(condition[0]):
         if truth(condition[0]):
-            raise ValueError(f"the loop condition {cond.name!r} is always true: the loop never ends")
+            raise InvalidArgument(f"the loop condition {cond.name!r} is always true: the loop never ends",
+                                  attr="cond")
         return carried
 
     def cond_fun(operands):
@@ -131,15 +140,15 @@ def _fix_carries(ctx, body, carried: list) -> list:
         traced = ctx.engine.trace(body, _abstract(carried))[0]
         out = traced.abstract_outputs()
         if len(out) != len(carried):
-            raise ValueError(f"the loop body {body.name!r} returns {len(out)} values for {len(carried)} carries")
+            raise InvalidArgument(f"the loop body {body.name!r} returns {len(out)} values for {len(carried)} "
+                                  "loop variables", attr="body")
         initialized = [_first_write(c, o) or c for c, o in zip(carried, out)]
         if any(c is not i for c, i in zip(carried, initialized)):
             carried = initialized
             continue
         for k, (before, after) in enumerate(zip(carried, out)):
-            if _signature(before) != _signature(after):
-                raise ValueError(f"loop variable {k} is {_describe(before)} before the body {body.name!r} "
-                                 f"and {_describe(after)} after it; XLA loops keep shapes and dtypes")
+            _check_same_type(before, after, f"loop variable {k}", f"before the body {body.name!r}", "after it",
+                             "XLA loops keep shapes and dtypes")
         changed = [i for i, leaf in enumerate(leaves) if is_constant(leaf) and not _same(leaf, traced.constants[i])]
         if not changed:
             return carried
@@ -174,6 +183,18 @@ def _abstract(values: list) -> list:
 def _signature(value) -> tuple:
     leaves, tree = tree_flatten(value)
     return tree, tuple((tuple(np.shape(leaf)), np.dtype(leaf.dtype)) for leaf in leaves)
+
+
+def _check_same_type(a, b, what: str, where_a: str, where_b: str, why: str) -> None:
+    """`a` and `b` have one type: a differing shape is xlacs' limit (TF runs such graphs, XLA needs static
+    shapes); a differing dtype or structure, the graph's fault."""
+    (tree_a, leaves_a), (tree_b, leaves_b) = _signature(a), _signature(b)
+    if (tree_a, leaves_a) == (tree_b, leaves_b):
+        return
+    message = f"{what} is {_describe(a)} {where_a} and {_describe(b)} {where_b}; {why}"
+    if tree_a == tree_b and [dtype for _, dtype in leaves_a] == [dtype for _, dtype in leaves_b]:
+        raise Unimplemented(message)
+    raise InvalidArgument(message)
 
 
 def _describe(value) -> str:

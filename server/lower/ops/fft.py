@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import InvalidArgument, check_axes, check_rank
 from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.registry import register_op
 
@@ -19,20 +20,32 @@ COMPLEX64 = np.dtype(np.complex64)
 FLOAT32 = np.dtype(np.float32)
 
 
-def _inner(rank: int) -> tuple[int, ...]:
+def _inner(input, rank: int) -> tuple[int, ...]:
+    """The innermost `rank` axes, which `input` must have."""
+    check_rank(input, "input", min_rank=rank)
     return tuple(range(-rank, 0))
 
 
+def _lengths(fft_length, count: int) -> tuple[int, ...]:
+    """The fft_length input: `count` positive lengths."""
+    if np.shape(fft_length) != (count,) or np.any(fft_length <= 0):
+        raise InvalidArgument(f"input 'fft_length' is {np.asarray(fft_length).tolist()}; it must hold {count} "
+                              "positive length(s), one per transformed dimension", input="fft_length")
+    return axes(fft_length)
+
+
 def complex_fft(transform, rank, ctx, input, *, Tcomplex=COMPLEX64):
-    return [transform(input, axes=_inner(rank))]
+    return [transform(input, axes=_inner(input, rank))]
 
 
 def real_fft(rank, ctx, input, fft_length, *, Treal=FLOAT32, Tcomplex=COMPLEX64):
-    return [jnp.fft.rfftn(input, s=axes(fft_length), axes=_inner(rank)).astype(Tcomplex)]
+    inner = _inner(input, rank)
+    return [jnp.fft.rfftn(input, s=_lengths(fft_length, rank), axes=inner).astype(Tcomplex)]
 
 
 def inverse_real_fft(rank, ctx, input, fft_length, *, Treal=FLOAT32, Tcomplex=COMPLEX64):
-    return [jnp.fft.irfftn(input, s=axes(fft_length), axes=_inner(rank)).astype(Treal)]
+    inner = _inner(input, rank)
+    return [jnp.fft.irfftn(input, s=_lengths(fft_length, rank), axes=inner).astype(Treal)]
 
 
 for _rank, _suffix in ((1, ""), (2, "2D"), (3, "3D")):
@@ -48,7 +61,9 @@ for _rank, _suffix in ((1, ""), (2, "2D"), (3, "3D")):
 
 def _nd(fft_length, axes_, ndim: int) -> dict:
     """numpy's s and axes for the ND ops: no axes means all of them; no lengths, the input's own."""
-    return {"s": axes(fft_length) or None, "axes": axes(axes_) or tuple(range(ndim))}
+    check_rank(axes_, "axes", rank=1)
+    dims = check_axes(axes_, ndim, "axes") or tuple(range(ndim))
+    return {"s": _lengths(fft_length, len(dims)) if np.size(fft_length) else None, "axes": dims}
 
 
 def complex_fft_nd(transform, ctx, input, fft_length, axes, *, Tcomplex=COMPLEX64):

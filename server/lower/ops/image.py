@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlacs_server.lower import dtypes as D, limits
+from xlacs_server.lower.checks import InvalidArgument, check_rank
 from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.registry import register_op
 
@@ -19,12 +20,13 @@ NEAREST_GRAD_DTYPES = D.FLOAT + (np.int8, np.uint8, np.int32)
 H, W = 1, 2  # the spatial axes of NHWC images
 
 
-def output_size(images, size) -> tuple[int, int]:
-    if images.ndim != 4:
-        raise ValueError(f"images must be 4-D [batch, height, width, channels], got shape {list(images.shape)}")
+def output_size(images, size, images_input: str = "images", size_input: str = "size") -> tuple[int, int]:
+    """The (height, width) of input `size_input` for NHWC input `images_input`."""
+    check_rank(images, images_input, rank=4)
+    if np.shape(size) != (2,) or np.min(size) <= 0:
+        raise InvalidArgument(f"input {size_input!r} is {np.asarray(size).tolist()}; it must hold two positive values, "
+                              "the output's height and width", input=size_input)
     size = axes(size)
-    if len(size) != 2 or min(size) <= 0:
-        raise ValueError(f"size must hold two positive values, got {list(size)}")
     limits.check_shape("the resized images", (images.shape[0], *size, images.shape[3]))
     return size
 
@@ -37,7 +39,7 @@ def resize_scale(in_size: int, out_size: int, align_corners: bool) -> np.float32
 
 def check_corners(align_corners: bool, half_pixel_centers: bool) -> None:
     if align_corners and half_pixel_centers:
-        raise ValueError("half_pixel_centers requires align_corners=False")
+        raise InvalidArgument("half_pixel_centers=True requires align_corners=False", attr="half_pixel_centers")
 
 
 def source_positions(out_size: int, scale, half_pixel_centers: bool, shift=F32(0.5)) -> np.ndarray:
@@ -93,6 +95,17 @@ def resize_bilinear_op(ctx, images, size, *, T, align_corners=False, half_pixel_
     return [resize_bilinear(images, output_size(images, size), align_corners, half_pixel_centers)]
 
 
+def check_grads(grads, original_shape, original_input: str = "original_image") -> None:
+    """A resize gradient's inputs: NHWC grads of the resized images, of the batch and depth of the original."""
+    check_rank(grads, "grads", rank=4)
+    if len(original_shape) != 4:
+        raise InvalidArgument(f"input {original_input!r} has shape {list(original_shape)}; it must have rank 4",
+                              input=original_input)
+    if (grads.shape[0], grads.shape[3]) != (original_shape[0], original_shape[3]):
+        raise InvalidArgument(f"input 'grads' has shape {list(grads.shape)}; its batch and depth must be those of "
+                              f"{original_input!r} {list(original_shape)}", input="grads")
+
+
 def transpose_of(resize, grads, original_shape, dtype):
     """The gradient of a resize (a linear map of the image) with respect to a float32 image."""
     backward = jax.linear_transpose(resize, jax.ShapeDtypeStruct(tuple(original_shape), F32))
@@ -101,6 +114,7 @@ def transpose_of(resize, grads, original_shape, dtype):
 
 @register_op("ResizeBilinearGrad", dtypes=D.FLOAT)
 def resize_bilinear_grad(ctx, grads, original_image, *, T, align_corners=False, half_pixel_centers=False):
+    check_grads(grads, original_image.shape)
     size = grads.shape[1:3]
     return [transpose_of(lambda x: resize_bilinear(x, size, align_corners, half_pixel_centers), grads,
                          original_image.shape, original_image.dtype)]
@@ -131,7 +145,7 @@ def resize_nearest(ctx, images, size, *, T, align_corners=False, half_pixel_cent
 
 @register_op("ResizeNearestNeighborGrad", dtypes=NEAREST_GRAD_DTYPES, constant_inputs=("size",))
 def resize_nearest_grad(ctx, grads, size, *, T, align_corners=False, half_pixel_centers=False):
-    height, width = output_size(grads, size)
+    height, width = output_size(grads, size, "grads")
     rows, cols = nearest_grid((None, height, width), grads.shape[1:3], align_corners, half_pixel_centers)
     return [jnp.zeros((grads.shape[0], height, width, grads.shape[3]), grads.dtype).at[:, rows, cols].add(grads)]
 
@@ -185,6 +199,7 @@ def resize_bicubic_op(ctx, images, size, *, T, align_corners=False, half_pixel_c
 
 @register_op("ResizeBicubicGrad", dtypes=(np.float32, np.float64))
 def resize_bicubic_grad(ctx, grads, original_image, *, T, align_corners=False, half_pixel_centers=False):
+    check_grads(grads, original_image.shape)
     size = grads.shape[1:3]
     return [transpose_of(lambda x: resize_bicubic(x, size, align_corners, half_pixel_centers), grads,
                          original_image.shape, original_image.dtype)]

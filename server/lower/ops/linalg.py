@@ -6,6 +6,7 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import InvalidArgument, Unimplemented, broadcast_shape, check_rank, check_scalar
 from xlacs_server.lower.ops.math import adjoint
 from xlacs_server.lower.ops.matrix_diag import matrix_from_diagonals
 from xlacs_server.lower.registry import register_op
@@ -26,6 +27,29 @@ def _widening_half(fn):
     return wrapped
 
 
+def matrices(x, input: str = "input", *, square: bool = False):
+    """`x` as TF's linear-algebra kernels take it: a batch of matrices [..., M, N], square if `square`."""
+    check_rank(x, input, min_rank=2)
+    if square and x.shape[-1] != x.shape[-2]:
+        raise InvalidArgument(f"input {input!r} has shape {list(x.shape)}; its matrices must be square",
+                              input=input)
+    return x
+
+
+def check_rhs(matrix, rhs, *, broadcast: bool = False) -> None:
+    """rhs [..., M, K] for matrix [..., M, M]: the same rows, and the same batch (or, if `broadcast`, batches
+    that broadcast)."""
+    check_rank(rhs, "rhs", min_rank=2)
+    if rhs.shape[-2] != matrix.shape[-2]:
+        raise InvalidArgument(f"input 'rhs' has shape {list(rhs.shape)}; its rows must be the "
+                              f"{matrix.shape[-2]} of input 'matrix' {list(matrix.shape)}", input="rhs")
+    if broadcast:
+        broadcast_shape(matrix.shape[:-2], rhs.shape[:-2], inputs=("matrix", "rhs"))
+    elif rhs.shape[:-2] != matrix.shape[:-2]:
+        raise InvalidArgument(f"inputs 'matrix' {list(matrix.shape)} and 'rhs' {list(rhs.shape)} must have the "
+                              "same batch dimensions", input="rhs")
+
+
 def _no_output(dtype):
     # TF leaves an output that a flag turned off (Svd's u and v without compute_uv) as an empty scalar slot.
     return jnp.zeros((), dtype)
@@ -34,17 +58,18 @@ def _no_output(dtype):
 @register_op("Cholesky", dtypes=LINALG_HALF)
 def cholesky(ctx, input, *, T):
     # Only the lower triangle is read, as in TF; a matrix that is not positive definite gives NaNs, not an error.
-    return _widening_half(lambda x: [lax.linalg.cholesky(x, symmetrize_input=False)])(input)
+    return _widening_half(lambda x: [lax.linalg.cholesky(x, symmetrize_input=False)])(matrices(input, square=True))
 
 
 @register_op("Qr", dtypes=LINALG_HALF)
 def qr(ctx, input, *, T, full_matrices=False):
-    return _widening_half(lambda x: list(jnp.linalg.qr(x, mode="complete" if full_matrices else "reduced")))(input)
+    return _widening_half(lambda x: list(jnp.linalg.qr(x, mode="complete" if full_matrices else "reduced")))(
+        matrices(input))
 
 
 @register_op("MatrixDeterminant", dtypes=LINALG_HALF)
 def matrix_determinant(ctx, input, *, T):
-    return _widening_half(lambda x: [jnp.linalg.det(x)])(input)
+    return _widening_half(lambda x: [jnp.linalg.det(x)])(matrices(input, square=True))
 
 
 @register_op("LogMatrixDeterminant", dtypes=LINALG_HALF)
@@ -52,12 +77,12 @@ def log_matrix_determinant(ctx, input, *, T):
     def slogdet(x):
         sign, log_abs = jnp.linalg.slogdet(x)
         return [sign.astype(x.dtype), log_abs.astype(x.dtype)]  # both outputs are T, complex ones included
-    return _widening_half(slogdet)(input)
+    return _widening_half(slogdet)(matrices(input, square=True))
 
 
 @register_op("MatrixInverse", dtypes=LINALG_HALF)
 def matrix_inverse(ctx, input, *, T, adjoint=False):
-    return _widening_half(lambda x: [jnp.linalg.inv(_adjoint_if(x, adjoint))])(input)
+    return _widening_half(lambda x: [jnp.linalg.inv(_adjoint_if(x, adjoint))])(matrices(input, square=True))
 
 
 def _adjoint_if(x, flag: bool):
@@ -66,12 +91,14 @@ def _adjoint_if(x, flag: bool):
 
 @register_op("MatrixSolve", dtypes=LINALG_HALF)
 def matrix_solve(ctx, matrix, rhs, *, T, adjoint=False):
+    check_rhs(matrices(matrix, "matrix", square=True), rhs)
     return _widening_half(lambda a, b: [jnp.linalg.solve(_adjoint_if(a, adjoint), b)])(matrix, rhs)
 
 
 @register_op("MatrixTriangularSolve", dtypes=LINALG_HALF + (ml_dtypes.bfloat16,))
 def matrix_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
     # Batch dimensions broadcast (TF >= 2.2); only the `lower` (or upper) triangle of the matrix is read.
+    check_rhs(matrices(matrix, "matrix", square=True), rhs, broadcast=True)
     batch = np.broadcast_shapes(matrix.shape[:-2], rhs.shape[:-2])
     matrix = jnp.broadcast_to(matrix, batch + matrix.shape[-2:])
     rhs = jnp.broadcast_to(rhs, batch + rhs.shape[-2:])
@@ -84,7 +111,11 @@ def banded_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
     """`matrix` holds the K bands of each triangular matrix, [..., K, M]: from the diagonal down (lower) or from
     the (K - 1)-th superdiagonal down to the diagonal (upper), superdiagonals padded on the right and
     subdiagonals on the left."""
+    matrices(matrix, "matrix")
     bands, size = matrix.shape[-2], matrix.shape[-1]
+    if bands > size:
+        raise InvalidArgument(f"input 'matrix' has shape {list(matrix.shape)}: it holds {bands} bands of matrices "
+                              f"of size {size}, at most {size}", input="matrix")
     k = np.array([1 - bands, 0] if lower else [0, bands - 1])
     dense = matrix_from_diagonals(matrix, k, size, size, 0, "LEFT_RIGHT")[0]
     return matrix_triangular_solve(ctx, dense, rhs, T=T, lower=lower, adjoint=adjoint)
@@ -92,6 +123,8 @@ def banded_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
 
 @register_op("MatrixSolveLs", dtypes=LINALG_HALF)
 def matrix_solve_ls(ctx, matrix, rhs, l2_regularizer, *, T, fast=True):
+    check_rhs(matrices(matrix, "matrix"), rhs)
+    check_scalar(l2_regularizer, "l2_regularizer")
     def solve(a, b, l2):
         if not fast:  # TF's complete orthogonal decomposition: the minimum-norm least-squares solution
             return [jnp.vectorize(lambda a, b: jnp.linalg.lstsq(a, b)[0], signature="(m,n),(m,k)->(n,k)")(a, b)]
@@ -112,7 +145,7 @@ def svd(ctx, input, *, T, compute_uv=True, full_matrices=False):
             return [jnp.linalg.svd(x, compute_uv=False).astype(x.dtype), _no_output(x.dtype), _no_output(x.dtype)]
         u, s, vh = jnp.linalg.svd(x, full_matrices=full_matrices)
         return [s.astype(x.dtype), u, adjoint(vh)]  # TF returns V, not its adjoint
-    return _widening_half(decompose)(input)
+    return _widening_half(decompose)(matrices(input))
 
 
 @register_op("SelfAdjointEigV2", dtypes=LINALG_HALF)
@@ -121,12 +154,12 @@ def self_adjoint_eig_v2(ctx, input, *, T, compute_v=True):
         # The lower triangle is read, as TF's Eigen solver does; eigenvalues come in ascending order.
         v, w = lax.linalg.eigh(x, lower=True, symmetrize_input=False)
         return [w.astype(x.dtype), v if compute_v else _no_output(x.dtype)]
-    return _widening_half(decompose)(input)
+    return _widening_half(decompose)(matrices(input, square=True))
 
 
 @register_op("Eig", dtypes=LINALG, devices=("cpu",))  # XLA has a non-symmetric eigensolver on CPU only
 def eig(ctx, input, *, T, Tout, compute_v=True):
-    w, v = jnp.linalg.eig(input)
+    w, v = jnp.linalg.eig(matrices(input, square=True))
     return [w.astype(Tout), v.astype(Tout) if compute_v else _no_output(Tout)]
 
 
@@ -136,7 +169,7 @@ def matrix_square_root(ctx, input, *, T):
         # sqrtm is complex: a real input takes the real part, which TF's real Schur method computes.
         root = jnp.vectorize(jax.scipy.linalg.sqrtm, signature="(n,n)->(n,n)")(x)
         return [root if jnp.iscomplexobj(x) else jnp.real(root).astype(x.dtype)]
-    return _widening_half(sqrtm)(input)
+    return _widening_half(sqrtm)(matrices(input, square=True))
 
 
 @register_op("CholeskyGrad", dtypes=(np.float16, np.float32, np.float64))
@@ -149,6 +182,9 @@ def cholesky_grad(ctx, l, grad, *, T):
         middle = jnp.tril(middle, -1) + 0.5 * middle * eye  # the lower triangle, with half its diagonal
         grad_a = adjoint(l_inverse) @ middle @ l_inverse
         return [(grad_a + adjoint(grad_a)) * 0.5]
+    if np.shape(grad) != np.shape(matrices(l, "l", square=True)):
+        raise InvalidArgument(f"input 'grad' has shape {list(np.shape(grad))}; it must have the shape "
+                              f"{list(l.shape)} of input 'l'", input="grad")
     return _widening_half(backprop)(l, grad)
 
 
@@ -157,12 +193,19 @@ def lu(ctx, input, *, T, output_idx_type=np.dtype(np.int32)):
     def factor(x):
         packed, _, permutation = lax.linalg.lu(x)  # input[permutation] == L @ U, as TF's p
         return [packed, permutation.astype(output_idx_type)]
-    return _widening_half(factor)(input)
+    return _widening_half(factor)(matrices(input, square=True))
 
 
 @register_op("TridiagonalMatMul", dtypes=LINALG)
 def tridiagonal_mat_mul(ctx, superdiag, maindiag, subdiag, rhs, *, T):
     """superdiag[..., i] multiplies rhs row i + 1, subdiag[..., i] row i - 1 (the unused ends are ignored)."""
+    matrices(rhs, "rhs")
+    want = rhs.shape[:-2] + (1, rhs.shape[-2])
+    for name, d in (("superdiag", superdiag), ("maindiag", maindiag), ("subdiag", subdiag)):
+        if np.shape(d) != want:
+            raise InvalidArgument(f"input {name!r} has shape {list(np.shape(d))}; for input 'rhs' "
+                                  f"{list(rhs.shape)} it must be {list(want)}", input=name)
+
     def rows(d):
         return jnp.swapaxes(d, -1, -2)  # [..., 1, M] -> [..., M, 1], one factor per row of rhs
     zero = jnp.zeros_like(rhs[..., :1, :])
@@ -200,7 +243,16 @@ def tridiagonal_solve(ctx, diagonals, rhs, *, T, partial_pivoting=True, perturb_
     """diagonals[..., 0, :] is the superdiagonal, [..., 1, :] the diagonal, [..., 2, :] the subdiagonal (their
     unused ends are ignored); rhs is [..., M, K]. A singular system gives inf or NaN where TF raises."""
     if perturb_singular:
-        raise NotImplementedError("TridiagonalSolve with perturb_singular=True is not supported")
+        raise Unimplemented("perturb_singular=True is not supported", attr="perturb_singular")
+    matrices(diagonals, "diagonals")
+    matrices(rhs, "rhs")
+    if diagonals.shape[-2] != 3:
+        raise InvalidArgument(f"input 'diagonals' has shape {list(diagonals.shape)}; it must be [..., 3, M]: the "
+                              "superdiagonal, the diagonal and the subdiagonal", input="diagonals")
+    if diagonals.shape[:-2] != rhs.shape[:-2] or diagonals.shape[-1] != rhs.shape[-2]:
+        raise InvalidArgument(f"input 'rhs' has shape {list(rhs.shape)}; for input 'diagonals' "
+                              f"{list(diagonals.shape)} it must be {list(diagonals.shape[:-2])} + "
+                              f"[{diagonals.shape[-1]}, K]", input="rhs")
     rows = jnp.moveaxis(diagonals, -1, 0)  # [M, ..., 3]: scan over the rows
     upper, main, lower = rows[..., 0], rows[..., 1], rows[..., 2]
     upper = upper.at[-1].set(0)

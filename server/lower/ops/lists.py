@@ -7,16 +7,23 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from xlacs_server.lower.checks import InvalidArgument, Unimplemented, check_scalar
 from xlacs_server.lower.registry import register_op
 from xlacs_server.lower.tensor_list import StackRef, TensorArrayHandle, TensorList, merge_shapes, shape_operand
 
 INT32 = np.dtype(np.int32)
 
 
-def _static_size(value, what: str) -> int:
+def _static_size(value, input: str, *, bound: bool = False) -> int:
+    """A list's size, or its bound (`bound`), where TF takes a negative one for "unbounded", which XLA's
+    fixed-size buffers cannot be."""
+    check_scalar(value, input)
     size = int(value)
+    if size < 0 and bound:
+        raise Unimplemented(f"input {input!r} is {size} (unbounded); XLA lists have a static size: give it a "
+                            "non-negative bound", input=input)
     if size < 0:
-        raise ValueError(f"{what} is {size}; XLA needs a static, non-negative size")
+        raise InvalidArgument(f"input {input!r} is {size}; a size must not be negative", input=input)
     return size
 
 
@@ -39,13 +46,13 @@ def _set(lst: TensorList, index, item) -> TensorList:
 def _push(lst: TensorList, item) -> TensorList:
     length = lst.static_length()
     if length is not None and length >= lst.max_size:
-        raise ValueError(f"pushing onto a full list: it was made with room for {lst.max_size} element(s)")
+        raise InvalidArgument(f"pushing onto a full list: it was made with room for {lst.max_size} element(s)")
     return _set(lst, lst.length, item).grown(1)
 
 
 def _pop(lst: TensorList, element_shape=None) -> tuple[TensorList, object]:
     if lst.static_length() == 0:
-        raise ValueError("popping from an empty list")
+        raise InvalidArgument("popping from an empty list")
     popped = lst.grown(-1)
     return popped, _get(lst, popped.length, element_shape)
 
@@ -64,10 +71,11 @@ def _concat(lst: TensorList, element_shape=None):
     """The elements joined along their first dimension, and each element's length in it."""
     length = lst.static_length()
     if length is None:
-        raise ValueError("concatenating a list needs its length at compile time")
+        raise Unimplemented("concatenating a list whose length is known only at run time: the result's shape "
+                            "would depend on it")
     elements = _stack(lst, element_shape)
     if elements.ndim < 2:
-        raise ValueError("concatenation needs elements of rank at least 1")
+        raise InvalidArgument("concatenation needs elements of rank at least 1, but the elements are scalars")
     joined = jnp.reshape(elements, (length * elements.shape[1], *elements.shape[2:]))
     return [joined, np.full((length,), elements.shape[1], np.int64)]
 
@@ -82,14 +90,15 @@ def tensor_list_reserve(ctx, element_shape, num_elements, *, element_dtype, shap
 
 @register_op("EmptyTensorList", type_attr="element_dtype", constant_inputs=("max_num_elements",))
 def empty_tensor_list(ctx, element_shape, max_num_elements, *, element_dtype, shape_type):
-    size = _static_size(max_num_elements, "max_num_elements (set it when making the list)")
+    size = _static_size(max_num_elements, "max_num_elements", bound=True)
     return [TensorList.new(element_dtype, size, 0, shape_operand(element_shape))]
 
 
 @register_op("TensorListFromTensor", type_attr="element_dtype")
 def tensor_list_from_tensor(ctx, tensor, element_shape, *, element_dtype, shape_type):
     if np.ndim(tensor) == 0:
-        raise ValueError("a list is made from a tensor of rank at least 1")
+        raise InvalidArgument("input 'tensor' is a scalar; a list is made from a tensor of rank at least 1",
+                              input="tensor")
     return [_filled(element_dtype, tensor, shape_operand(element_shape))]
 
 
@@ -101,8 +110,8 @@ def tensor_list_get_item(ctx, input_handle, index, element_shape, *, element_dty
 @register_op("TensorListSetItem", type_attr="element_dtype")
 def tensor_list_set_item(ctx, input_handle, index, item, *, element_dtype, resize_if_index_out_of_bounds=False):
     if resize_if_index_out_of_bounds:
-        raise ValueError("resize_if_index_out_of_bounds=True grows the list at run time; XLA lists have a "
-                         "static size")
+        raise Unimplemented("resize_if_index_out_of_bounds=True grows the list at run time; XLA lists have a "
+                            "static size", attr="resize_if_index_out_of_bounds")
     return [_set(input_handle, index, item)]
 
 
@@ -148,7 +157,8 @@ def tensor_list_pop_back(ctx, input_handle, element_shape, *, element_dtype):
 def tensor_array(ctx, size, *, dtype, element_shape=None, dynamic_size=False, clear_after_read=True,
                  identical_element_shapes=False, tensor_array_name=""):
     if dynamic_size:
-        raise ValueError("dynamic_size=True grows the array at run time; XLA arrays have a static size")
+        raise Unimplemented("dynamic_size=True grows the array at run time; XLA arrays have a static size",
+                            attr="dynamic_size")
     size = _static_size(size, "size")
     shape = None if element_shape is None else tuple(element_shape)
     return [TensorArrayHandle(np.dtype(dtype), shape), TensorList.new(dtype, size, size, shape)]
@@ -182,10 +192,13 @@ def tensor_array_concat(ctx, handle, flow_in, *, dtype, element_shape_except0=No
 
 @register_op("TensorArraySplitV3", constant_inputs=("lengths",))
 def tensor_array_split(ctx, handle, value, lengths, flow_in, *, T):
-    lengths = [int(n) for n in lengths]
+    lengths = [int(n) for n in np.ravel(lengths)]
+    if sum(lengths) != np.shape(value)[0] or min(lengths, default=0) < 0:
+        raise InvalidArgument(f"input 'lengths' {lengths} must be non-negative and sum to the {np.shape(value)[0]} "
+                              "rows of input 'value'", input="lengths")
     if len(lengths) != flow_in.max_size or len(set(lengths)) > 1:
-        raise ValueError(f"splitting into lengths {lengths}: XLA arrays hold {flow_in.max_size} elements of "
-                         "one shape, so the lengths must be equal and one per element")
+        raise Unimplemented(f"splitting into lengths {lengths}: XLA arrays hold {flow_in.max_size} elements of "
+                            "one shape, so the lengths must be equal and one per element", input="lengths")
     pieces = jnp.reshape(value, (len(lengths), lengths[0] if lengths else 0, *np.shape(value)[1:]))
     return [_filled(flow_in.dtype, pieces, flow_in.element_shape)]
 
@@ -210,10 +223,8 @@ def tensor_array_grad(ctx, handle, flow_in, *, source):
 
 @register_op("StackV2", type_attr="elem_type", constant_inputs=("max_size",), foldable=False)
 def stack(ctx, max_size, *, elem_type, stack_name=""):
-    if int(max_size) < 0:
-        raise ValueError(f"max_size is {int(max_size)} (unbounded); XLA needs a static bound for a stack. TF1 "
-                         "bounds the stacks of while-loop gradients only when it builds them in an XLA context")
-    size = int(max_size)
+    # TF1 bounds the stacks of while-loop gradients only when it builds them in an XLA context.
+    size = _static_size(max_size, "max_size", bound=True)
     return [StackRef(stack_name or ctx.name, TensorList.new(elem_type, size, 0, None))]
 
 

@@ -10,6 +10,8 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D, limits
+from xlacs_server.lower.checks import InvalidArgument, check_rank, check_scalar
+from xlacs_server.lower.context import is_constant
 from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.registry import register_op
 
@@ -18,18 +20,32 @@ V2_ALIGN = "LEFT_LEFT"
 
 @register_op("MatrixBandPart", dtypes=D.ALL)
 def matrix_band_part(ctx, input, num_lower, num_upper, *, T, Tindex=np.dtype(np.int64)):
+    check_rank(input, "input", min_rank=2)
     rows, cols = input.shape[-2:]
+    for name, value, most in (("num_lower", num_lower, rows), ("num_upper", num_upper, cols)):
+        check_scalar(value, name)
+        if is_constant(value) and value > most:
+            raise InvalidArgument(f"input {name!r} is {int(value)}; it must be negative (all) or at most {most}",
+                                  input=name)
     i = lax.broadcasted_iota(np.int64, (rows, cols), 0)
     j = lax.broadcasted_iota(np.int64, (rows, cols), 1)
     keep = ((num_lower < 0) | (i - j <= num_lower)) & ((num_upper < 0) | (j - i <= num_upper))  # negative: all
     return [jnp.where(keep, input, jnp.zeros((), input.dtype))]
 
 
-def _band(k) -> tuple[int, int]:
+def _band(k, rows: int | None = None, cols: int | None = None) -> tuple[int, int]:
+    """The (low, high) diagonals of input `k`, a scalar or a pair; within a matrix of rows x cols if given."""
+    if np.ndim(k) > 1 or np.size(k) not in (1, 2):
+        raise InvalidArgument(f"input 'k' is {np.asarray(k).tolist()}; it must be one diagonal index or a pair "
+                              "(low, high)", input="k")
     k = axes(k)
     low, high = (k[0], k[0]) if len(k) == 1 else k
     if low > high:
-        raise ValueError(f"k={list(k)}: the lower diagonal index must not exceed the upper one")
+        raise InvalidArgument(f"input 'k' is {list(k)}: the lower diagonal index must not exceed the upper one",
+                              input="k")
+    if rows is not None and any(not (-rows < d < cols or d == 0) for d in (low, high)):
+        raise InvalidArgument(f"input 'k' is {list(k)}: the diagonals of a {rows} x {cols} matrix are in "
+                              f"[{-rows + 1}, {cols - 1}]", input="k")
     return low, high
 
 
@@ -67,20 +83,36 @@ def _from_packed(diagonal, rows, cols, low, high, align):
 def matrix_from_diagonals(diagonal, k, num_rows, num_cols, padding_value, align):
     """MatrixDiagV3: a matrix (num_rows or num_cols -1: the smallest that fits) holding the packed diagonals."""
     low, high = _band(k)
+    check_rank(diagonal, "diagonal", min_rank=1 if low == high else 2)
+    if low != high and diagonal.shape[-2] != high - low + 1:
+        raise InvalidArgument(f"input 'diagonal' has shape {list(diagonal.shape)}: k = ({low}, {high}) needs "
+                              f"{high - low + 1} diagonals in its second-to-last dimension", input="diagonal")
+    check_scalar(padding_value, "padding_value")
     max_length = diagonal.shape[-1]
     min_rows, min_cols = max_length - min(high, 0), max_length + max(low, 0)
+    check_scalar(num_rows, "num_rows")
+    check_scalar(num_cols, "num_cols")
     rows, cols = int(num_rows), int(num_cols)  # -1: the smallest square (or rectangle) that fits, as TF
     if rows == -1 and cols == -1:
         rows = cols = max(min_rows, min_cols)
     rows, cols = (min_rows if rows == -1 else rows), (min_cols if cols == -1 else cols)
+    if rows < min_rows or cols < min_cols:
+        raise InvalidArgument(f"a {rows} x {cols} matrix cannot hold the diagonals {list(diagonal.shape)} with k = "
+                              f"({low}, {high}): it needs at least {min_rows} x {min_cols}",
+                              input="num_rows" if rows < min_rows else "num_cols")
+    if rows != min_rows and cols != min_cols:  # then the diagonals would be shorter than the matrix's
+        raise InvalidArgument(f"a {rows} x {cols} matrix does not fit the diagonals {list(diagonal.shape)} with k = "
+                              f"({low}, {high}): num_rows must be {min_rows} or num_cols {min_cols}", input="num_rows")
     limits.check_shape("the diagonal matrix", (*diagonal.shape[:-1 if low == high else -2], rows, cols))
     in_band, values = _from_packed(diagonal, rows, cols, low, high, align)
     return [jnp.where(in_band, values, jnp.asarray(padding_value, diagonal.dtype))]
 
 
 def _matrix_diag_part(input, k, padding_value, align):
-    low, high = _band(k)
+    check_rank(input, "input", min_rank=2)
+    check_scalar(padding_value, "padding_value")
     rows, cols = input.shape[-2:]
+    low, high = _band(k, rows, cols)
     max_length = min(rows + min(high, 0), cols - max(low, 0))
     diagonals = range(high, low - 1, -1)  # the output's rows, from the highest diagonal down
     d = np.array(diagonals)[:, None]
@@ -96,7 +128,14 @@ def _matrix_diag_part(input, k, padding_value, align):
 
 
 def _matrix_set_diag(input, diagonal, k, align):
-    low, high = _band(k)
+    check_rank(input, "input", min_rank=2)
+    rows, cols = input.shape[-2:]
+    low, high = _band(k, rows, cols)
+    max_length = min(rows + min(high, 0), cols - max(low, 0))
+    want = input.shape[:-2] + ((max_length,) if low == high else (high - low + 1, max_length))
+    if np.shape(diagonal) != want:
+        raise InvalidArgument(f"input 'diagonal' has shape {list(np.shape(diagonal))}; the diagonals k = ({low}, "
+                              f"{high}) of input 'input' {list(input.shape)} need {list(want)}", input="diagonal")
     in_band, values = _from_packed(diagonal, *input.shape[-2:], low, high, align)
     return [jnp.where(in_band, values, input)]
 
@@ -149,6 +188,7 @@ def matrix_set_diag(ctx, input, diagonal, *, T):
 @register_op("Diag", dtypes=D.FLOAT + (np.int32, np.int64) + D.COMPLEX)
 def diag(ctx, diagonal, *, T):
     """A tensor of rank 2r whose element [i..., i...] is diagonal[i...], zero elsewhere."""
+    check_rank(diagonal, "diagonal", min_rank=1)
     n = int(np.prod(diagonal.shape, dtype=np.int64))
     return [jnp.reshape(jnp.diag(jnp.reshape(diagonal, (n,))), diagonal.shape * 2)]
 
@@ -156,7 +196,8 @@ def diag(ctx, diagonal, *, T):
 @register_op("DiagPart", dtypes=D.FLOAT + (np.int32, np.int64) + D.COMPLEX)
 def diag_part(ctx, input, *, T):
     shape = input.shape[:input.ndim // 2]
-    if input.ndim % 2 or input.shape[input.ndim // 2:] != shape:
-        raise ValueError(f"DiagPart needs a shape of the form s + s, got {list(input.shape)}")
+    if input.ndim == 0 or input.ndim % 2 or input.shape[input.ndim // 2:] != shape:
+        raise InvalidArgument(f"input 'input' has shape {list(input.shape)}; it must be of the form s + s, s not "
+                              "empty", input="input")
     n = int(np.prod(shape, dtype=np.int64))
     return [jnp.reshape(jnp.diagonal(jnp.reshape(input, (n, n))), shape)]

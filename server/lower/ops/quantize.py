@@ -4,7 +4,8 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.array import scalar
+from xlacs_server.lower.checks import InvalidArgument, check_scalar
+from xlacs_server.lower.context import is_constant
 from xlacs_server.lower.ops.numerics import divide, multiply, rounded, wide
 from xlacs_server.lower.registry import register_op
 
@@ -52,33 +53,66 @@ def all_but_last(x) -> tuple[int, ...]:
     return tuple(range(x.ndim - 1))
 
 
+def check_fake_quant(num_bits: int, gradients=None, inputs=None) -> None:
+    """What every FakeQuant kernel checks: num_bits in [2, 16], gradients of the inputs' shape."""
+    if not 2 <= num_bits <= 16:
+        raise InvalidArgument(f"num_bits={num_bits} must be in [2, 16]", attr="num_bits")
+    if gradients is not None and np.shape(gradients) != np.shape(inputs):
+        raise InvalidArgument(f"input 'gradients' has shape {list(np.shape(gradients))}; it must have the shape "
+                              f"{list(np.shape(inputs))} of input 'inputs'", input="gradients")
+
+
+def check_range(inputs, min, max, per_channel: bool) -> None:
+    """The min and max inputs: scalars, or one per channel (the last dimension of `inputs`)."""
+    for name, value in (("min", min), ("max", max)):
+        if not per_channel:
+            check_scalar(value, name)
+        elif np.shape(value) != np.shape(inputs)[-1:]:
+            raise InvalidArgument(f"input {name!r} has shape {list(np.shape(value))}; it must hold one value per "
+                                  f"channel of input 'inputs' {list(np.shape(inputs))}", input=name)
+
+
 @register_op("FakeQuantWithMinMaxArgs")
 def fake_quant_args(ctx, inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
+    check_fake_quant(num_bits)
+    if min >= max:
+        raise InvalidArgument(f"min={min} must be smaller than max={max}", attr="min")
     return [fake_quant(inputs, min, max, num_bits, narrow_range, by_division=False)]
 
 
 @register_op("FakeQuantWithMinMaxArgsGradient")
 def fake_quant_args_gradient(ctx, gradients, inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
+    check_fake_quant(num_bits, gradients, inputs)
+    if min >= max:
+        raise InvalidArgument(f"min={min} must be smaller than max={max}", attr="min")
     return fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, ())[:1]
 
 
 @register_op("FakeQuantWithMinMaxVars")
 def fake_quant_vars(ctx, inputs, min, max, *, num_bits=8, narrow_range=False):
+    check_fake_quant(num_bits)
+    check_range(inputs, min, max, per_channel=False)
     return [fake_quant(inputs, min, max, num_bits, narrow_range, by_division=True)]
 
 
 @register_op("FakeQuantWithMinMaxVarsPerChannel")
 def fake_quant_vars_per_channel(ctx, inputs, min, max, *, num_bits=8, narrow_range=False):
+    check_fake_quant(num_bits)
+    check_range(inputs, min, max, per_channel=True)
     return [fake_quant(inputs, min, max, num_bits, narrow_range, by_division=False)]
 
 
 @register_op("FakeQuantWithMinMaxVarsGradient")
 def fake_quant_vars_gradient(ctx, gradients, inputs, min, max, *, num_bits=8, narrow_range=False):
+    check_fake_quant(num_bits, gradients, inputs)
+    check_range(inputs, min, max, per_channel=False)
     return fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, None)
 
 
 @register_op("FakeQuantWithMinMaxVarsPerChannelGradient")
 def fake_quant_vars_per_channel_gradient(ctx, gradients, inputs, min, max, *, num_bits=8, narrow_range=False):
+    check_fake_quant(num_bits, gradients, inputs)
+    check_range(inputs, min, max, per_channel=True)
     return fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, all_but_last(inputs))
 
 
@@ -93,11 +127,39 @@ def along(vector, axis: int | None, ndim: int):
     return jnp.reshape(vector, (1,) * axis + (-1,) + (1,) * (ndim - axis - 1))
 
 
+def quantization_axis(input, axis: int) -> int | None:
+    """The axis attr of QuantizeAndDequantize: -1 (one range for all) or a dimension of `input`."""
+    if not -1 <= axis < np.ndim(input):
+        raise InvalidArgument(f"axis={axis} must be -1 or in [0, {np.ndim(input)}), a dimension of input 'input'",
+                              attr="axis")
+    return None if axis == -1 else axis
+
+
+def check_quantization_range(input, input_min, input_max, axis: int | None) -> None:
+    """input_min and input_max: scalars, or with an axis one value per index along it."""
+    for name, value in (("input_min", input_min), ("input_max", input_max)):
+        if axis is None:
+            if np.size(value) != 1 or np.ndim(value) > 1:
+                raise InvalidArgument(f"input {name!r} has shape {list(np.shape(value))}; with axis=-1 it must be a "
+                                      "scalar", input=name)
+        elif np.shape(value) != (input.shape[axis],):
+            raise InvalidArgument(f"input {name!r} has shape {list(np.shape(value))}; it must hold one value per "
+                                  f"index of dimension {axis} of input 'input' {list(input.shape)}", input=name)
+    if is_constant(input_min) and is_constant(input_max) and np.any(input_min > input_max):
+        raise InvalidArgument(f"inputs 'input_min' {np.asarray(input_min).tolist()} and 'input_max' "
+                              f"{np.asarray(input_max).tolist()} are an empty range", input="input_min")
+
+
 def quantize_and_dequantize(input, input_min, input_max, *, signed_input, num_bits, range_given, round_mode,
                             narrow_range, axis):
     if round_mode not in ROUNDING:
-        raise ValueError(f"round_mode {round_mode!r} is not one of {sorted(ROUNDING)}")
-    axis = None if axis == -1 else axis % input.ndim
+        raise InvalidArgument(f"round_mode {round_mode!r} is not one of {sorted(ROUNDING)}", attr="round_mode")
+    if not 0 < num_bits < (62 if signed_input else 63):  # TF's bounds: the quantized range must fit in int64
+        raise InvalidArgument(f"num_bits={num_bits} must be in [1, {61 if signed_input else 62}] with signed_input="
+                              f"{signed_input}", attr="num_bits")
+    axis = quantization_axis(input, axis)
+    if range_given:
+        check_quantization_range(input, input_min, input_max, axis)
     if range_given:  # TF's V2 and V4 take a scalar range even per channel
         min_range, max_range = along(input_min, axis, input.ndim), along(input_max, axis, input.ndim)
     else:
@@ -134,14 +196,19 @@ def quantize_and_dequantize_v2(ctx, input, input_min, input_max, *, T, signed_in
 @register_op("QuantizeAndDequantizeV3", dtypes=D.FLOAT, constant_inputs=("num_bits",))
 def quantize_and_dequantize_v3(ctx, input, input_min, input_max, num_bits, *, T, signed_input=True,
                                range_given=True, narrow_range=False, axis=-1):
+    check_scalar(num_bits, "num_bits")
     return [quantize_and_dequantize(input, input_min, input_max, signed_input=signed_input,
-                                    num_bits=int(scalar(num_bits, "num_bits")), range_given=range_given,
+                                    num_bits=int(num_bits), range_given=range_given,
                                     round_mode="HALF_TO_EVEN", narrow_range=narrow_range, axis=axis)]
 
 
 @register_op("QuantizeAndDequantizeV4Grad", dtypes=D.FLOAT)
 def quantize_and_dequantize_v4_grad(ctx, gradients, input, input_min, input_max, *, T, axis=-1):
-    axis = None if axis == -1 else axis % input.ndim
+    if np.shape(gradients) != np.shape(input):
+        raise InvalidArgument(f"input 'gradients' has shape {list(np.shape(gradients))}; it must have the shape "
+                              f"{list(np.shape(input))} of input 'input'", input="gradients")
+    axis = quantization_axis(input, axis)
+    check_quantization_range(input, input_min, input_max, axis)
     low, high = along(input_min, axis, input.ndim), along(input_max, axis, input.ndim)
     inside = jnp.where((input >= low) & (input <= high), gradients, jnp.zeros((), gradients.dtype))
     return [inside, jnp.zeros_like(input_min), jnp.zeros_like(input_max)]

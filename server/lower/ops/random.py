@@ -15,6 +15,8 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import InvalidArgument, broadcast_shape, check_rank, check_scalar
+from xlacs_server.lower.context import is_constant
 from xlacs_server.lower.ops.array import INT32, axes
 from xlacs_server.lower.registry import register_op
 
@@ -43,6 +45,9 @@ def attr_key(ctx, seed: int, seed2: int):
 
 
 def v2_key(key, counter):
+    if np.shape(key) != (1,):
+        raise InvalidArgument(f"input 'key' has shape {list(np.shape(key))}; it must be [1]", input="key")
+    check_rank(counter, "counter", rank=1)
     return key_from(jnp.concatenate([jnp.asarray(key).reshape(-1), jnp.asarray(counter).reshape(-1)]))
 
 
@@ -61,6 +66,11 @@ def truncated_normal(key, shape, dtype):
 
 
 def uniform_int(key, shape, dtype, minval, maxval):
+    check_scalar(minval, "minval")
+    check_scalar(maxval, "maxval")
+    if is_constant(minval) and is_constant(maxval) and minval >= maxval:
+        raise InvalidArgument(f"inputs 'minval' {minval} and 'maxval' {maxval} are an empty range: minval must be "
+                              "smaller", input="maxval")
     return jax.random.randint(key, shape, minval, maxval, dtype)  # [minval, maxval)
 
 
@@ -69,7 +79,13 @@ def uniform_full_int(key, shape, dtype):
     return lax.bitcast_convert_type(jax.random.bits(key, shape, unsigned), dtype)
 
 
-def _categorical(key, logits, num_samples: int, dtype):
+def _categorical(key, logits, num_samples, dtype):
+    check_rank(logits, "logits", rank=2)
+    check_scalar(num_samples, "num_samples")
+    if num_samples < 0:
+        raise InvalidArgument(f"input 'num_samples' is {int(num_samples)}; it must be non-negative",
+                              input="num_samples")
+    num_samples = int(num_samples)
     batch = logits.shape[0]
     logits = logits.astype(np.float64 if logits.dtype == np.float64 else np.float32)
     return jax.random.categorical(key, logits[:, None, :], axis=-1, shape=(batch, num_samples)).astype(dtype)
@@ -85,13 +101,37 @@ def _real(rate):
 
 
 def _shape(shape) -> tuple[int, ...]:
+    """The shape input: a vector of non-negative sizes (or a scalar, for a scalar's empty shape)."""
+    if np.ndim(shape) > 1 or np.any(shape < 0):
+        raise InvalidArgument(f"input 'shape' is {shape.tolist()}; it must be a vector of non-negative sizes",
+                              input="shape")
     return axes(shape) if np.ndim(shape) else ()
+
+
+def _check_seed(seed):
+    """A stateless op's seed input, a [2] tensor."""
+    if np.shape(seed) != (2,):
+        raise InvalidArgument(f"input 'seed' has shape {list(np.shape(seed))}; it must be [2]", input="seed")
+    return seed
+
+
+def _seed(seed):
+    return key_from(_check_seed(seed))
+
+
+def _per_sample(shape: tuple[int, ...], **parameters) -> tuple[int, ...]:
+    """`shape`, which the stateless samplers' parameters must broadcast to, as TF's kernels require."""
+    for name, value in parameters.items():
+        if broadcast_shape(np.shape(value), shape, inputs=(name, "shape")) != shape:
+            raise InvalidArgument(f"input {name!r} has shape {list(np.shape(value))}, which does not broadcast to "
+                                  f"input 'shape' {list(shape)}", input=name)
+    return shape
 
 
 # ---- stateless ops seeded by a [2] tensor ----------------------------------------------------------------------
 
 def stateless(distribution, ctx, shape, seed, *, dtype=FLOAT32, T=INT32, Tseed=INT64):
-    return [distribution(key_from(seed), _shape(shape), dtype)]
+    return [distribution(_seed(seed), _shape(shape), dtype)]
 
 
 for _op, _distribution in {"StatelessRandomUniform": uniform, "StatelessRandomNormal": normal,
@@ -103,25 +143,26 @@ for _op, _distribution in {"StatelessRandomUniform": uniform, "StatelessRandomNo
 @register_op("StatelessRandomUniformFullInt", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def stateless_random_uniform_full_int(ctx, shape, seed, *, dtype=np.dtype(np.uint64), T=INT32, Tseed=INT64):
-    return [uniform_full_int(key_from(seed), _shape(shape), dtype)]
+    return [uniform_full_int(_seed(seed), _shape(shape), dtype)]
 
 
 @register_op("StatelessRandomUniformInt", dtypes=D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def stateless_random_uniform_int(ctx, shape, seed, minval, maxval, *, dtype, T, Tseed=INT64):
-    return [uniform_int(key_from(seed), _shape(shape), dtype, minval, maxval)]
+    return [uniform_int(_seed(seed), _shape(shape), dtype, minval, maxval)]
 
 
 @register_op("StatelessMultinomial", dtypes=D.REAL, constant_inputs=("num_samples",), foldable=False)
 def stateless_multinomial(ctx, logits, num_samples, seed, *, T, Tseed=INT64, output_dtype=INT64):
-    return [_categorical(key_from(seed), logits, int(num_samples), output_dtype)]
+    return [_categorical(_seed(seed), logits, num_samples, output_dtype)]
 
 
 @register_op("StatelessParameterizedTruncatedNormal", dtypes=FLOAT_NO_BF16, type_attr="dtype",
              constant_inputs=("shape",), foldable=False)
 def stateless_parameterized_truncated_normal(ctx, shape, seed, means, stddevs, minvals, maxvals, *, S, Tseed=INT64,
                                              dtype):
-    return [_parameterized_truncated_normal(key_from(seed), _shape(shape), dtype, means, stddevs, minvals, maxvals)]
+    shape = _per_sample(_shape(shape), means=means, stddevs=stddevs, minvals=minvals, maxvals=maxvals)
+    return [_parameterized_truncated_normal(_seed(seed), shape, dtype, means, stddevs, minvals, maxvals)]
 
 
 def _parameterized_truncated_normal(key, shape, dtype, means, stddevs, minvals, maxvals):
@@ -132,20 +173,21 @@ def _parameterized_truncated_normal(key, shape, dtype, means, stddevs, minvals, 
 @register_op("StatelessRandomGammaV2", dtypes=FLOAT_NO_BF16, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def stateless_random_gamma_v2(ctx, shape, seed, alpha, *, dtype, T, Tseed=INT64):
-    return [jax.random.gamma(key_from(seed), alpha, _shape(shape), dtype)]  # alpha broadcasts into shape
+    return [jax.random.gamma(_seed(seed), alpha, _per_sample(_shape(shape), alpha=alpha), dtype)]
 
 
 @register_op("StatelessRandomPoisson", dtypes=FLOAT_NO_BF16 + D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def stateless_random_poisson(ctx, shape, seed, lam, *, Rtype, dtype, T, Tseed=INT64):
-    return [jax.random.poisson(key_from(seed), _real(lam), _shape(shape)).astype(dtype)]
+    return [jax.random.poisson(_seed(seed), _real(lam), _per_sample(_shape(shape), lam=lam)).astype(dtype)]
 
 
 @register_op("StatelessRandomBinomial", dtypes=FLOAT_NO_BF16 + D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def stateless_random_binomial(ctx, shape, seed, counts, probs, *, S, Tseed=INT64, T=np.dtype(np.float64),
                               dtype=INT64):
-    sample = jax.random.binomial(key_from(seed), counts.astype(np.float64), probs.astype(np.float64), _shape(shape))
+    shape = _per_sample(_shape(shape), counts=counts, probs=probs)
+    sample = jax.random.binomial(_seed(seed), counts.astype(np.float64), probs.astype(np.float64), shape)
     return [sample.astype(dtype)]
 
 
@@ -153,7 +195,7 @@ def stateless_random_binomial(ctx, shape, seed, counts, probs, *, S, Tseed=INT64
 
 @register_op("StatelessRandomGetKeyCounter", dtypes=D.INDEX, type_attr="Tseed")
 def stateless_random_get_key_counter(ctx, seed, *, Tseed=INT64):
-    seed = jnp.asarray(seed).astype(np.uint64)
+    seed = jnp.asarray(_check_seed(seed)).astype(np.uint64)
     return [seed[:1], jnp.stack([seed[1], jnp.zeros((), np.uint64)])]
 
 
@@ -194,7 +236,7 @@ def stateless_random_uniform_int_v2(ctx, shape, key, counter, alg, minval, maxva
 @register_op("StatelessRandomGammaV3", dtypes=FLOAT_NO_BF16, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
 def stateless_random_gamma_v3(ctx, shape, key, counter, alg, alpha, *, dtype, shape_dtype=INT32):
-    return [jax.random.gamma(v2_key(key, counter), alpha, _shape(shape), dtype)]
+    return [jax.random.gamma(v2_key(key, counter), alpha, _per_sample(_shape(shape), alpha=alpha), dtype)]
 
 
 @register_op("StatelessShuffle", dtypes=D.ALL, foldable=False)
@@ -221,7 +263,7 @@ def random_uniform_int(ctx, shape, minval, maxval, *, Tout, T, seed=0, seed2=0):
 
 @register_op("Multinomial", dtypes=D.REAL, constant_inputs=("num_samples",), foldable=False)
 def multinomial(ctx, logits, num_samples, *, T, output_dtype=INT64, seed=0, seed2=0):
-    return [_categorical(attr_key(ctx, seed, seed2), logits, int(num_samples), output_dtype)]
+    return [_categorical(attr_key(ctx, seed, seed2), logits, num_samples, output_dtype)]
 
 
 @register_op("RandomShuffle", dtypes=D.ALL, foldable=False)

@@ -7,15 +7,19 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.array import INT32, axes
+from xlacs_server.lower.checks import InvalidArgument, check_axes, check_scalar
+from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
 
 
 def _axes(x, reduction_indices) -> tuple[int, ...]:
-    for a in axes(reduction_indices):
-        if not -x.ndim <= a < x.ndim:
-            raise ValueError(f"axis {a} is out of range for a tensor of rank {x.ndim}")
-    return tuple(sorted({a % x.ndim for a in axes(reduction_indices)}))
+    return tuple(sorted(check_axes(reduction_indices, x.ndim, "reduction_indices")))
+
+
+def _axis(x, axis, input: str) -> int:
+    """The one axis of an arg reduction or a scan: a scalar in [-rank, rank), as TF's kernels require."""
+    check_scalar(axis, input)
+    return check_axes(axis, x.ndim, input)[0]
 
 
 def _sum(x, axis, keepdims):
@@ -31,6 +35,20 @@ def _mean(x, axis, keepdims):
         count = int(np.prod([x.shape[a] for a in axis], dtype=np.int64))
         return lax.div(_sum(x, axis, keepdims), jnp.asarray(max(count, 1), x.dtype))
     return jnp.mean(x, axis=axis, keepdims=keepdims)
+
+
+def _extremum(fn, lowest: bool):
+    """Max (lowest=True) or Min; over an empty axis TF gives the identity: -inf (the lowest integer) for Max,
+    +inf (the highest) for Min."""
+    def reduce(x, axis, keepdims):
+        if all(x.shape[a] for a in axis):
+            return fn(x, axis=axis, keepdims=keepdims)
+        if jnp.issubdtype(x.dtype, jnp.integer):
+            identity = jnp.iinfo(x.dtype).min if lowest else jnp.iinfo(x.dtype).max
+        else:
+            identity = -np.inf if lowest else np.inf
+        return fn(x, axis=axis, keepdims=keepdims, initial=identity)
+    return reduce
 
 
 def _euclidean_norm(x, axis, keepdims):
@@ -52,8 +70,8 @@ REDUCTIONS = {
     "Sum": (_sum, D.NUMERIC),
     "Prod": (_prod, D.NUMERIC),
     "Mean": (_mean, D.NUMERIC),
-    "Max": (jnp.max, D.REAL),
-    "Min": (jnp.min, D.REAL),
+    "Max": (_extremum(jnp.max, lowest=True), D.REAL),
+    "Min": (_extremum(jnp.min, lowest=False), D.REAL),
     "EuclideanNorm": (_euclidean_norm, D.NUMERIC),
 }
 for _op, (_fn, _dtypes) in REDUCTIONS.items():
@@ -63,7 +81,11 @@ for _op, _fn in {"All": jnp.all, "Any": jnp.any}.items():
 
 
 def arg_reduction(fn, ctx, input, dimension, *, T, Tidx=INT32, output_type=np.dtype(np.int64)):
-    (axis,) = _axes(input, dimension)
+    axis = _axis(input, dimension, "dimension")
+    outputs = int(np.prod(np.delete(input.shape, axis)))
+    if input.shape[axis] == 0 and outputs:  # TF's kernel refuses too: an empty dimension has no index to return
+        raise InvalidArgument(f"input 'input' has shape {list(input.shape)}: dimension {axis} is empty, so it has "
+                              f"no {ctx.node.op} index; reduce over a non-empty dimension", input="input")
     return [fn(input, axis=axis).astype(output_type)]  # ties go to the lowest index, as in TF
 
 
@@ -77,7 +99,7 @@ def l2_loss(ctx, t, *, T):
 
 
 def cumulative(scan, identity, ctx, x, axis, *, T, Tidx=INT32, exclusive=False, reverse=False):
-    (axis,) = _axes(x, axis)
+    axis = _axis(x, axis, "axis")
     if exclusive:  # shift the input by one along the scan, bringing in the identity element
         n = x.shape[axis]
         pad = [(0, 0)] * x.ndim

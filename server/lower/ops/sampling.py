@@ -9,8 +9,9 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import InvalidArgument, check_rank
 from xlacs_server.lower.ops.array import axes
-from xlacs_server.lower.ops.image import F32, RESIZE_DTYPES, H, W, output_size, resample, transpose_of
+from xlacs_server.lower.ops.image import F32, RESIZE_DTYPES, H, W, check_grads, output_size, resample, transpose_of
 from xlacs_server.lower.ops.numerics import divide, multiply
 from xlacs_server.lower.registry import register_op
 
@@ -54,7 +55,8 @@ SAMPLING_KERNELS = {
 
 def sampling_spans(kernel_type: str, out_size: int, in_size: int, scale, translate, antialias: bool):
     if kernel_type not in SAMPLING_KERNELS:
-        raise ValueError(f"kernel_type {kernel_type!r} is not one of {sorted(SAMPLING_KERNELS)}")
+        raise InvalidArgument(f"kernel_type {kernel_type!r} is not one of {sorted(SAMPLING_KERNELS)}",
+                              attr="kernel_type")
     kernel, radius = SAMPLING_KERNELS[kernel_type]
     inv_scale = F32(1.0 / float(scale))
     inv_translate = -inv_scale * F32(translate)
@@ -85,18 +87,19 @@ def scale_and_translate(images, size, scale, translation, kernel_type: str, anti
     return resample(resample(images.astype(F32), H, *rows), W, *cols)
 
 
-def pair(value, name: str) -> tuple[float, float]:
-    value = np.asarray(value, F32).reshape(-1)
-    if value.size != 2:
-        raise ValueError(f"{name} must hold two values, got {value.size}")
-    return tuple(value)
+def pair(value, input: str) -> tuple[float, float]:
+    """A constant (height, width) pair of floats."""
+    if np.shape(value) != (2,):
+        raise InvalidArgument(f"input {input!r} has shape {list(np.shape(value))}; it must hold two values, for "
+                              "the height and the width", input=input)
+    return tuple(np.asarray(value, F32))
 
 
 @register_op("ScaleAndTranslate", dtypes=RESIZE_DTYPES, constant_inputs=("size", "scale", "translation"))
 def scale_and_translate_op(ctx, images, size, scale, translation, *, T, kernel_type="lanczos3", antialias=True):
     scale = pair(scale, "scale")
     if min(scale) <= 0:
-        raise ValueError(f"scale must be positive, got {list(scale)}")
+        raise InvalidArgument(f"input 'scale' is {list(scale)}; it must be positive", input="scale")
     return [scale_and_translate(images, output_size(images, size), scale, pair(translation, "translation"),
                                 kernel_type, antialias)]
 
@@ -104,6 +107,7 @@ def scale_and_translate_op(ctx, images, size, scale, translation, *, T, kernel_t
 @register_op("ScaleAndTranslateGrad", dtypes=(np.float32,), constant_inputs=("scale", "translation"))
 def scale_and_translate_grad(ctx, grads, original_image, scale, translation, *, T, kernel_type="lanczos3",
                              antialias=True):
+    check_grads(grads, original_image.shape)
     size, scale, translation = grads.shape[1:3], pair(scale, "scale"), pair(translation, "translation")
     return [transpose_of(lambda x: scale_and_translate(x, size, scale, translation, kernel_type, antialias), grads,
                          original_image.shape, original_image.dtype)]
@@ -120,7 +124,14 @@ def crop_positions(low, high, crop_size: int, image_size: int):
 
 def crop_and_resize(image, boxes, box_ind, crop_size: tuple[int, int], method: str, extrapolation_value: float):
     if method not in ("bilinear", "nearest"):
-        raise ValueError(f"method must be 'bilinear' or 'nearest', got {method!r}")
+        raise InvalidArgument(f"method must be 'bilinear' or 'nearest', got {method!r}", attr="method")
+    check_rank(boxes, "boxes", rank=2)
+    if boxes.shape[1] != 4:
+        raise InvalidArgument(f"input 'boxes' has shape {list(boxes.shape)}; it must be [num_boxes, 4]",
+                              input="boxes")
+    if np.shape(box_ind) != boxes.shape[:1]:
+        raise InvalidArgument(f"input 'box_ind' has shape {list(np.shape(box_ind))}; it must be [{boxes.shape[0]}], "
+                              "one image index per box", input="box_ind")
     crop_height, crop_width = crop_size
     _, height, width, _ = image.shape
     boxes = boxes.astype(F32)
@@ -152,7 +163,8 @@ def crop_and_resize(image, boxes, box_ind, crop_size: tuple[int, int], method: s
 
 @register_op("CropAndResize", dtypes=CROP_DTYPES, constant_inputs=("crop_size",))
 def crop_and_resize_op(ctx, image, boxes, box_ind, crop_size, *, T, method="bilinear", extrapolation_value=0.0):
-    return [crop_and_resize(image, boxes, box_ind, output_size(image, crop_size), method, extrapolation_value)]
+    return [crop_and_resize(image, boxes, box_ind, output_size(image, crop_size, "image", "crop_size"), method,
+                            extrapolation_value)]
 
 
 # The gradients are those of the crop, a function that is linear in the image and piecewise smooth in the
@@ -160,9 +172,11 @@ def crop_and_resize_op(ctx, image, boxes, box_ind, crop_size, *, T, method="bili
 
 @register_op("CropAndResizeGradImage", dtypes=(np.float16, np.float32, np.float64), constant_inputs=("image_size",))
 def crop_and_resize_grad_image(ctx, grads, boxes, box_ind, image_size, *, T, method="bilinear"):
+    if np.shape(image_size) != (4,) or np.min(image_size) <= 0:
+        raise InvalidArgument(f"input 'image_size' is {np.asarray(image_size).tolist()}; it must hold 4 positive "
+                              "values, [batch, height, width, depth]", input="image_size")
     shape = axes(image_size)
-    if len(shape) != 4:
-        raise ValueError(f"image_size must hold 4 values, got {list(shape)}")
+    check_rank(grads, "grads", rank=4)
     return [transpose_of(lambda image: crop_and_resize(image, boxes, box_ind, grads.shape[1:3], method, 0.0), grads,
                          shape, T)]
 
@@ -170,6 +184,8 @@ def crop_and_resize_grad_image(ctx, grads, boxes, box_ind, image_size, *, T, met
 @register_op("CropAndResizeGradBoxes", dtypes=CROP_DTYPES)
 def crop_and_resize_grad_boxes(ctx, grads, image, boxes, box_ind, *, T, method="bilinear"):
     if method != "bilinear":
-        raise ValueError(f"method must be 'bilinear', got {method!r}")
+        raise InvalidArgument(f"method must be 'bilinear', got {method!r}", attr="method")
+    check_rank(grads, "grads", rank=4)
+    check_rank(image, "image", rank=4)
     _, backward = jax.vjp(lambda b: crop_and_resize(image, b, box_ind, grads.shape[1:3], method, 0.0), boxes)
     return list(backward(grads.astype(F32)))

@@ -9,6 +9,7 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
+from xlacs_server.lower.checks import InvalidArgument, check_rank, check_scalar
 from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
 
@@ -46,6 +47,14 @@ def _count(segment_ids, num_segments: int, like):
 
 def sorted_segment(kind, ctx, data, segment_ids, *, T, Tindices=INT32):
     """The V1 segment ops: as many segments as the largest id + 1; an empty one is 0 (1 for a product)."""
+    check_rank(data, "data", min_rank=1)
+    check_rank(segment_ids, "segment_ids", rank=1)
+    if segment_ids.shape[0] != data.shape[0]:
+        raise InvalidArgument(f"input 'segment_ids' has {segment_ids.shape[0]} id(s) for the {data.shape[0]} "
+                              f"rows of input 'data' {list(data.shape)}: give one id per row", input="segment_ids")
+    if np.any(segment_ids < 0) or np.any(np.diff(segment_ids) < 0):
+        raise InvalidArgument(f"input 'segment_ids' {segment_ids.tolist()} must be sorted and non-negative; use "
+                              f"UnsortedSegment{kind.capitalize()} for other ids", input="segment_ids")
     num_segments = int(segment_ids.max()) + 1 if segment_ids.size else 0
     if kind == "mean":
         total = _segment_reduce("sum", data, segment_ids, num_segments)
@@ -59,16 +68,28 @@ def sorted_segment(kind, ctx, data, segment_ids, *, T, Tindices=INT32):
 
 
 def unsorted_segment(kind, ctx, data, segment_ids, num_segments, *, T, Tindices=INT32, Tnumsegments=INT32):
-    return [_segment_reduce(kind, data, segment_ids, int(num_segments))]
+    if np.shape(data)[:np.ndim(segment_ids)] != np.shape(segment_ids):
+        raise InvalidArgument(f"input 'data' has shape {list(np.shape(data))}, which must start with the shape "
+                              f"{list(np.shape(segment_ids))} of input 'segment_ids'", input="segment_ids")
+    return [_segment_reduce(kind, data, segment_ids, _size(num_segments, "num_segments"))]
 
 
 SEGMENT_TYPES = {"sum": D.NUMERIC, "prod": D.NUMERIC, "max": D.REAL, "min": D.REAL, "mean": D.NUMERIC}
 for _kind, _dtypes in SEGMENT_TYPES.items():
-    register_op(f"Segment{_kind.capitalize()}", dtypes=_dtypes, constant_inputs=("segment_ids",))(
+    register_op(f"Segment{_kind.capitalize()}", dtypes=_dtypes, constant_inputs=("segment_ids",),
+                data_dependent_shape=True)(
         functools.partial(sorted_segment, _kind))
     if _kind != "mean":
         register_op(f"UnsortedSegment{_kind.capitalize()}", dtypes=_dtypes, constant_inputs=("num_segments",))(
             functools.partial(unsorted_segment, _kind))
+
+
+def _size(value, input: str) -> int:
+    """A constant, non-negative scalar size."""
+    check_scalar(value, input)
+    if value < 0:
+        raise InvalidArgument(f"input {input!r} is {int(value)}; it must be non-negative", input=input)
+    return int(value)
 
 
 def _bincount(values, size: int, weights, binary_output: bool, dtype):
@@ -84,17 +105,31 @@ def _bincount(values, size: int, weights, binary_output: bool, dtype):
 
 @register_op("Bincount", dtypes=COUNTABLE, constant_inputs=("size",))
 def bincount(ctx, arr, size, weights, *, T):
-    return [_bincount(jnp.reshape(arr, (-1,)), int(size), jnp.reshape(weights, (-1,)), False, T)]
+    if np.size(weights) and np.size(weights) != np.size(arr):
+        raise InvalidArgument(f"input 'weights' has {np.size(weights)} value(s) for the {np.size(arr)} of input "
+                              "'arr': give one weight per value, or none", input="weights")
+    return [_bincount(jnp.reshape(arr, (-1,)), _size(size, "size"), jnp.reshape(weights, (-1,)), False, T)]
 
 
 @register_op("DenseBincount", dtypes=COUNTABLE, constant_inputs=("size",))
 def dense_bincount(ctx, input, size, weights, *, Tidx, T, binary_output=False):
-    return [_bincount(input, int(size), weights, binary_output, T)]
+    if np.ndim(input) > 2:
+        raise InvalidArgument(f"input 'input' has shape {list(np.shape(input))}; it must have rank 1 or 2",
+                              input="input")
+    if np.size(weights) and np.shape(weights) != np.shape(input):
+        raise InvalidArgument(f"input 'weights' has shape {list(np.shape(weights))}; it must be the shape "
+                              f"{list(np.shape(input))} of input 'input', or empty", input="weights")
+    return [_bincount(input, _size(size, "size"), weights, binary_output, T)]
 
 
 @register_op("HistogramFixedWidth", dtypes=COUNTABLE, constant_inputs=("nbins",))
 def histogram_fixed_width(ctx, values, value_range, nbins, *, T, dtype=INT32):
     # TF's kernel: the bin of x is (max(x, low) - low) / step in double, truncated, capped at nbins - 1.
+    if np.shape(value_range) != (2,):
+        raise InvalidArgument(f"input 'value_range' has shape {list(np.shape(value_range))}; it must be [2], "
+                              "the (low, high) of the range", input="value_range")
+    if _size(nbins, "nbins") == 0:
+        raise InvalidArgument("input 'nbins' is 0; it must be positive", input="nbins")
     nbins = int(nbins)
     low, high = value_range[0], value_range[1]
     step = (high - low).astype(np.float64) / nbins

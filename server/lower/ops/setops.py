@@ -1,15 +1,16 @@
 """Ops whose output shape depends on input values: Where, Unique, ListDiff.
 
 A compiled program has static shapes, so these lower only when their inputs are compile-time constants
-(they then run on the host); a runtime input is reported as NotConstant.
+(they then run on the host); a runtime input is UNIMPLEMENTED (DataDependentShape).
 """
 import numpy as np
 
-from xlacs_server.lower.ops.array import INT32, axes
+from xlacs_server.lower.checks import InvalidArgument, check_axes, check_rank
+from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
 
 
-@register_op("Where", constant_inputs=("input",))
+@register_op("Where", constant_inputs=("input",), data_dependent_shape=True)
 def where(ctx, input, *, T=np.dtype(np.bool_)):
     return [np.argwhere(input).astype(np.int64)]
 
@@ -26,43 +27,41 @@ def unique(x: np.ndarray, axis: int | None, out_idx):
     return [values, rank[inverse.reshape(-1)].astype(out_idx), counts[order].astype(out_idx)]
 
 
-@register_op("Unique", constant_inputs=("x",))
+@register_op("Unique", constant_inputs=("x",), data_dependent_shape=True)
 def unique_1d(ctx, x, *, T, out_idx=INT32):
-    if x.ndim != 1:
-        raise ValueError(f"x must be a vector, got shape {list(x.shape)}")
+    check_rank(x, "x", rank=1)
     return unique(x, None, out_idx)[:2]
 
 
-@register_op("UniqueWithCounts", constant_inputs=("x",))
+@register_op("UniqueWithCounts", constant_inputs=("x",), data_dependent_shape=True)
 def unique_with_counts(ctx, x, *, T, out_idx=INT32):
-    if x.ndim != 1:
-        raise ValueError(f"x must be a vector, got shape {list(x.shape)}")
+    check_rank(x, "x", rank=1)
     return unique(x, None, out_idx)
 
 
 def unique_axis(x, axis) -> int | None:
     """UniqueV2's axis tensor: empty flattens x (which must then be a vector), else one axis."""
-    axis = axes(axis) if np.size(axis) else ()
-    if len(axis) > 1:
-        raise ValueError(f"axis must hold at most one value, got {list(axis)}")
-    if not axis:
-        if x.ndim != 1:
-            raise ValueError(f"an empty axis needs a vector x, got shape {list(x.shape)}")
+    if np.size(axis) > 1:
+        raise InvalidArgument(f"input 'axis' {np.ravel(axis).tolist()} must hold at most one axis", input="axis")
+    if np.size(axis) == 0:
+        check_rank(x, "x", rank=1)
         return None
-    return axis[0] % x.ndim
+    return check_axes(axis, x.ndim, "axis")[0]
 
 
-@register_op("UniqueV2", constant_inputs=("x", "axis"))
+@register_op("UniqueV2", constant_inputs=("x", "axis"), data_dependent_shape=True)
 def unique_v2(ctx, x, axis, *, T, Taxis=np.dtype(np.int64), out_idx=INT32):
     return unique(x, unique_axis(x, axis), out_idx)[:2]
 
 
-@register_op("UniqueWithCountsV2", constant_inputs=("x", "axis"))
+@register_op("UniqueWithCountsV2", constant_inputs=("x", "axis"), data_dependent_shape=True)
 def unique_with_counts_v2(ctx, x, axis, *, T, Taxis=np.dtype(np.int64), out_idx=INT32):
     return unique(x, unique_axis(x, axis), out_idx)
 
 
-@register_op("ListDiff", constant_inputs=("x", "y"))
+@register_op("ListDiff", constant_inputs=("x", "y"), data_dependent_shape=True)
 def list_diff(ctx, x, y, *, T, out_idx=INT32):
+    check_rank(x, "x", rank=1)
+    check_rank(y, "y", rank=1)
     kept = np.flatnonzero(~np.isin(x, y))
     return [x[kept], kept.astype(out_idx)]

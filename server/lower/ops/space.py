@@ -5,20 +5,35 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from xlacs_server.lower.checks import InvalidArgument, Unimplemented, check_rank
 from xlacs_server.lower.dtypes import INDEX
 from xlacs_server.lower.ops.array import INT32, axes
 from xlacs_server.lower.ops.slicing import paddings_of
 from xlacs_server.lower.registry import register_op
 
 
+def check_block(block_shape, input) -> tuple[int, ...]:
+    """The block_shape vector: positive sizes, one per spatial dimension of `input` (after the batch)."""
+    check_rank(block_shape, "block_shape", rank=1)
+    block = axes(block_shape) if block_shape.size else ()
+    if any(b < 1 for b in block):
+        raise InvalidArgument(f"input 'block_shape' {list(block)} must hold positive sizes", input="block_shape")
+    if np.ndim(input) < 1 + len(block):
+        raise InvalidArgument(f"input 'input' has shape {list(np.shape(input))}; block_shape {list(block)} needs "
+                              f"a batch dimension and {len(block)} spatial one(s)", input="input")
+    return block
+
+
 def space_to_batch_nd(x, block: tuple[int, ...], paddings):
     m = len(block)
-    pads = paddings_of(paddings)
+    pads = paddings_of(paddings, m)
     padding = [(0, 0, 0)] + [(lo, hi, 0) for lo, hi in pads] + [(0, 0, 0)] * (x.ndim - 1 - m)
     x = lax.pad(x, jnp.zeros((), x.dtype), padding)
     batch, spatial, rest = x.shape[0], x.shape[1:1 + m], x.shape[1 + m:]
     if any(d % b for d, b in zip(spatial, block)):
-        raise ValueError(f"padded spatial shape {list(spatial)} is not divisible by block_shape {list(block)}")
+        raise InvalidArgument(f"input 'input' padded by input 'paddings' has the spatial shape {list(spatial)}, "
+                              f"which block_shape {list(block)} does not divide: pad to a multiple of the block",
+                              input="paddings")
     split = [batch] + [n for d, b in zip(spatial, block) for n in (d // b, b)] + list(rest)
     # [batch, d1, b1, ..., dM, bM, rest] -> [b1, ..., bM, batch, d1, ..., dM, rest]
     perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + list(range(1 + 2 * m, len(split)))
@@ -31,39 +46,51 @@ def batch_to_space_nd(x, block: tuple[int, ...], crops):
     batch, spatial, rest = x.shape[0], x.shape[1:1 + m], x.shape[1 + m:]
     count = int(np.prod(block))
     if batch % count:
-        raise ValueError(f"batch {batch} is not divisible by the block_shape product {count}")
+        raise InvalidArgument(f"input 'input' has shape {list(x.shape)}: its batch {batch} is not divisible by "
+                              f"the product of the block sizes {list(block)} ({count})", input="input")
+    pads = paddings_of(crops, m, "crops")
+    for k, ((lo, hi), d, b) in enumerate(zip(pads, spatial, block)):
+        if lo + hi > d * b:
+            raise InvalidArgument(f"crops[{k}] = {[lo, hi]} crops more than the {d * b} elements of spatial "
+                                  f"dimension {k}", input="crops")
     x = jnp.reshape(x, list(block) + [batch // count] + list(spatial) + list(rest))
     # [b1, ..., bM, batch, d1, ..., dM, rest] -> [batch, d1, b1, ..., dM, bM, rest]
     perm = [m] + [n for i in range(m) for n in (m + 1 + i, i)] + list(range(2 * m + 1, x.ndim))
     x = jnp.reshape(jnp.transpose(x, perm), [batch // count] + [d * b for d, b in zip(spatial, block)] + list(rest))
-    limits = [(0, x.shape[0])] + [(lo, x.shape[1 + i] - hi) for i, (lo, hi) in enumerate(paddings_of(crops))]
+    limits = [(0, x.shape[0])] + [(lo, x.shape[1 + i] - hi) for i, (lo, hi) in enumerate(pads)]
     return lax.slice(x, [lo for lo, _ in limits] + [0] * len(rest), [hi for _, hi in limits] + list(rest))
 
 
 @register_op("SpaceToBatchND", constant_inputs=("block_shape", "paddings"))
 def space_to_batch_nd_op(ctx, input, block_shape, paddings, *, T, Tblock_shape=INT32, Tpaddings=INT32):
-    return [space_to_batch_nd(input, axes(block_shape), paddings)]
+    return [space_to_batch_nd(input, check_block(block_shape, input), paddings)]
 
 
 @register_op("SpaceToBatch", constant_inputs=("paddings",))
 def space_to_batch(ctx, input, paddings, *, T, block_size, Tpaddings=INT32):
+    check_rank(input, "input", rank=4)
     return [space_to_batch_nd(input, (block_size, block_size), paddings)]
 
 
 @register_op("BatchToSpaceND", constant_inputs=("block_shape", "crops"))
 def batch_to_space_nd_op(ctx, input, block_shape, crops, *, T, Tblock_shape=INT32, Tcrops=INT32):
-    return [batch_to_space_nd(input, axes(block_shape), crops)]
+    return [batch_to_space_nd(input, check_block(block_shape, input), crops)]
 
 
 @register_op("BatchToSpace", constant_inputs=("crops",))
 def batch_to_space(ctx, input, crops, *, T, block_size, Tidx=INT32):
+    check_rank(input, "input", rank=4)
     return [batch_to_space_nd(input, (block_size, block_size), crops)]
 
 
 def channels_last(fn, x, data_format: str):
-    """fn of an NHWC tensor, applied to x in data_format (NCHW_VECT_C's int8x4 packing is not supported)."""
+    """fn of an NHWC tensor, applied to x in data_format."""
+    if data_format == "NCHW_VECT_C":  # TF has it on GPUs only, for int8 packed by 4 in an extra dimension
+        raise Unimplemented("data_format 'NCHW_VECT_C' is not supported: use NHWC or NCHW", attr="data_format")
     if data_format not in ("NHWC", "NCHW"):
-        raise ValueError(f"data_format {data_format!r} is not supported; use NHWC or NCHW")
+        raise InvalidArgument(f"data_format {data_format!r} is not one of NHWC, NCHW, NCHW_VECT_C",
+                              attr="data_format")
+    check_rank(x, "input", rank=4)
     if data_format == "NHWC":
         return fn(x)
     return jnp.transpose(fn(jnp.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
@@ -72,7 +99,8 @@ def channels_last(fn, x, data_format: str):
 def space_to_depth_nhwc(x, b: int):
     n, h, w, c = x.shape
     if h % b or w % b:
-        raise ValueError(f"height {h} and width {w} must be divisible by block_size {b}")
+        raise InvalidArgument(f"input 'input' has height {h} and width {w}, which block_size {b} must divide",
+                              attr="block_size")
     x = jnp.transpose(jnp.reshape(x, (n, h // b, b, w // b, b, c)), (0, 1, 3, 2, 4, 5))
     return jnp.reshape(x, (n, h // b, w // b, b * b * c))
 
@@ -80,7 +108,8 @@ def space_to_depth_nhwc(x, b: int):
 def depth_to_space_nhwc(x, b: int):
     n, h, w, c = x.shape
     if c % (b * b):
-        raise ValueError(f"depth {c} must be divisible by block_size squared ({b * b})")
+        raise InvalidArgument(f"input 'input' has depth {c}, which the square of block_size {b} ({b * b}) must "
+                              "divide", attr="block_size")
     x = jnp.transpose(jnp.reshape(x, (n, h, w, b, b, c // (b * b))), (0, 1, 3, 2, 4, 5))
     return jnp.reshape(x, (n, h * b, w * b, c // (b * b)))
 
@@ -95,8 +124,17 @@ def depth_to_space(ctx, input, *, T, block_size, data_format="NHWC"):
     return [channels_last(lambda x: depth_to_space_nhwc(x, block_size), input, data_format)]
 
 
-def extract_patches(x, ksizes, strides, rates, padding: str):
-    """Patches of the spatial dims of a channels-last x, flattened into depth in (kernel..., channel) order."""
+def extract_patches(x, ksizes, strides, rates, padding: str, input: str, rank: int):
+    """Patches of the spatial dims of a channels-last x of `rank` (input `input`), flattened into depth in
+    (kernel..., channel) order."""
+    check_rank(x, input, rank=rank)
+    for attr, values in (("ksizes", ksizes), ("strides", strides), ("rates", rates)):
+        if len(values) != x.ndim or min(values) < 1:
+            raise InvalidArgument(f"{attr}={list(values)} must hold {x.ndim} positive values, one per dimension of "
+                                  f"input {input!r}", attr=attr)
+        if values[0] != 1 or values[-1] != 1:  # as TF's kernels
+            raise Unimplemented(f"{attr}={list(values)}: patches across the batch or channels are not supported; "
+                                "use 1 in the first and last place", attr=attr)
     ksizes, strides, rates = ksizes[1:-1], strides[1:-1], rates[1:-1]
     spatial = x.shape[1:-1]
     effective = [(k - 1) * r + 1 for k, r in zip(ksizes, rates)]
@@ -113,17 +151,18 @@ def extract_patches(x, ksizes, strides, rates, padding: str):
 
 @register_op("ExtractImagePatches")
 def extract_image_patches(ctx, images, *, ksizes, strides, rates, T, padding):
-    return [extract_patches(images, ksizes, strides, rates, padding)]
+    return [extract_patches(images, ksizes, strides, rates, padding, "images", 4)]
 
 
 @register_op("ExtractVolumePatches")
 def extract_volume_patches(ctx, input, *, ksizes, strides, T, padding):
-    return [extract_patches(input, ksizes, strides, [1] * len(ksizes), padding)]
+    return [extract_patches(input, ksizes, strides, [1] * len(ksizes), padding, "input", 5)]
 
 
 def check_formats(src_format: str, dst_format: str) -> None:
     if sorted(src_format) != sorted(dst_format):
-        raise ValueError(f"dst_format {dst_format!r} must be a permutation of src_format {src_format!r}")
+        raise InvalidArgument(f"dst_format {dst_format!r} must be a permutation of src_format {src_format!r}",
+                              attr="dst_format")
 
 
 @register_op("DataFormatDimMap", dtypes=INDEX)
@@ -139,10 +178,13 @@ def data_format_vec_permute(ctx, x, *, T=INT32, src_format="NHWC", dst_format="N
     """A per-dimension vector ([n] or [n, 2]) from src_format order to dst_format order; a vector of the
     spatial dimensions only is permuted among them."""
     check_formats(src_format, dst_format)
+    if x.ndim not in (1, 2) or x.shape[1:] not in ((), (2,)):
+        raise InvalidArgument(f"input 'x' has shape {list(x.shape)}; it must be [n] or [n, 2]", input="x")
     if x.shape[0] == len(src_format):
         src, dst = src_format, dst_format
     else:
         src, dst = ("".join(c for c in f if c not in "NC") for f in (src_format, dst_format))
         if x.shape[0] != len(src):
-            raise ValueError(f"x has {x.shape[0]} rows; {src_format} needs {len(src_format)} or {len(src)}")
+            raise InvalidArgument(f"input 'x' has {x.shape[0]} rows; src_format {src_format!r} needs "
+                                  f"{len(src_format)}, or {len(src)} for its spatial dimensions", input="x")
     return [jnp.take(x, np.array([src.index(c) for c in dst]), axis=0)]
