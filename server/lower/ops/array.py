@@ -78,8 +78,8 @@ def assert_(ctx, condition, *data, T, summarize=3):
 def ensure_shape(ctx, input, *, shape, T):
     if shape is not None and (len(shape) != input.ndim or
                               any(want not in (-1, got) for want, got in zip(shape, input.shape))):
-        raise InvalidArgument(f"input 'input' has shape {list(input.shape)}, but the attr shape expects "
-                              f"{[None if d < 0 else d for d in shape]}", input="input")
+        raise InvalidArgument(f"input 'input' has shape {list(input.shape)}, but EnsureShape expects "
+                              f"{[None if d < 0 else d for d in shape]} (its attr shape)", input="input")
     return [input]
 
 
