@@ -126,6 +126,7 @@ class CompilationService:
         if settings.isolate_executions not in ISOLATION_POLICIES:
             raise ValueError(f"isolate_executions={settings.isolate_executions!r}: use one of {ISOLATION_POLICIES}")
         self.workers = Workers()
+        self.unready = ""  # why the daemon takes no calls now (every slot stuck), set by rpc/readiness.py
         self._loaded: collections.OrderedDict[str, LoadedExecutable] = collections.OrderedDict()
         self._loaded_lock = threading.Lock()
         self._flights: dict[str, list] = {}  # key -> [lock, requests holding or awaiting it]

@@ -95,10 +95,11 @@ def create_app(service, *, refresh_s: float = 2.0) -> FastAPI:
 
     @app.get("/readyz", tags=["operations"], responses={503: {"model": models.Health}})
     def readyz() -> models.Health:
-        """Ready for requests: devices are present and the daemon is not draining for shutdown."""
-        if dash.draining or not service.devices.all:
-            return JSONResponse(models.Health(status="draining" if dash.draining else "no devices").model_dump(),
-                                status_code=503)
+        """Ready for requests: devices are present, the daemon is not draining for shutdown, and no gate has
+        every slot stuck (rpc/readiness.py)."""
+        why = "draining" if dash.draining else "no devices" if not service.devices.all else service.unready
+        if why:
+            return JSONResponse(models.Health(status=why).model_dump(), status_code=503)
         return models.Health(status="ready")
 
     return app

@@ -51,9 +51,13 @@ class Call:
         while not self.gate.slots_free.acquire(timeout=SLOT_POLL_S):
             self.checkpoint(f"a {self.gate.rpc} slot was free")
         metrics.QUEUE_SECONDS.labels(self.gate.rpc).observe(time.perf_counter() - start)
+        with self.gate._lock:
+            self.gate.holders[id(self)] = time.monotonic()
         try:
             yield
         finally:
+            with self.gate._lock:
+                del self.gate.holders[id(self)]
             self.gate.slots_free.release()
 
 
@@ -72,6 +76,7 @@ class Gate:
         self.slots_setting, self.queue_setting = slots_setting, queue_setting
         self.limit_s, self.limit_setting = limit_s, limit_setting
         self.slots_free = threading.Semaphore(slots)
+        self.holders: dict[int, float] = {}  # calls holding a slot -> since when (monotonic)
         self._executor = futures.ThreadPoolExecutor(slots + queue, thread_name_prefix=rpc.lower())
         self._admitted = 0  # running or waiting
         self._lock = threading.Lock()
@@ -99,6 +104,12 @@ class Gate:
         call.checkpoint("it started")
         return work(call)
 
+    def held_past(self, seconds: float) -> int:
+        """How many slots are held by calls that have held them longer than `seconds`."""
+        now = time.monotonic()
+        with self._lock:
+            return sum(now - since > seconds for since in self.holders.values())
+
     def _release(self, _) -> None:
         with self._lock:
             self._admitted -= 1
@@ -119,3 +130,14 @@ class Gates:
                             limit_s=settings.compile_deadline_s, limit_setting="compile_deadline_s")
         self.execute = Gate("Execute", settings.max_concurrent_executes, settings.execute_queue,
                             slots_setting="max_concurrent_executes", queue_setting="execute_queue")
+        # A slot held past these is stuck: a compile or an execution runs past its limit, which the daemon
+        # could not stop (an XLA compile, a program run in the daemon).
+        self._limits = ((self.compile, "compile_deadline_s", settings.compile_deadline_s),
+                        (self.execute, "execute_deadline_s", settings.execute_deadline_s))
+
+    def stuck(self) -> str:
+        """Why the daemon cannot take calls of some RPC (every slot of its gate stuck), or ""."""
+        for gate, setting, limit_s in self._limits:
+            if gate.held_past(limit_s) >= gate.slots:
+                return f"all {gate.slots} {gate.rpc} slots are held by calls running past {setting}={limit_s:g} s"
+        return ""

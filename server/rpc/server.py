@@ -10,6 +10,7 @@ from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server.config import Settings
 from xlacs_server.rpc.auth import AuthInterceptor, TokenStore
 from xlacs_server.rpc.errors import ErrorInterceptor
+from xlacs_server.rpc import readiness
 from xlacs_server.rpc.limits import Gates
 from xlacs_server.rpc.servicer import CompilerServicer
 from xlacs_server.service import CompilationService
@@ -34,11 +35,13 @@ def create_server(service: CompilationService, address: str) -> tuple[grpc.Serve
                  ("grpc.max_send_message_length", MAX_PROTOBUF_BYTES)],
         # Calls beyond the threads fail fast with RESOURCE_EXHAUSTED, rather than queue without bound.
         maximum_concurrent_rpcs=settings.workers)
-    xlacs_pb2_grpc.add_CompilerServicer_to_server(CompilerServicer(service, Gates(settings)), server)
+    gates = Gates(settings)
+    xlacs_pb2_grpc.add_CompilerServicer_to_server(CompilerServicer(service, gates), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for name in (SERVICE_NAME, ""):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    readiness.watch(gates, service, health_servicer, (SERVICE_NAME, ""))
     reflection.enable_server_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server)
     credentials = server_credentials(settings)

@@ -5,6 +5,7 @@ import threading
 import time
 
 import grpc
+import httpx
 import numpy as np
 import pytest
 
@@ -13,6 +14,8 @@ from tests.security.conftest import add_graph, healthy, running
 from xlacs import Client, tensors
 from xlacs.v1 import tf_graph_pb2 as tf, xlacs_pb2
 from xlacs_server.config import Settings
+from xlacs_server.dashboard import create_app
+from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.graph.ir import FuncRef
 from xlacs_server.metrics import registry_for
 from xlacs_server.rpc.limits import Gates
@@ -359,3 +362,42 @@ def test_a_cache_hit_waits_for_no_slot_and_queue_waits_are_measured(gated):
     assert holder.result().executable_id and queued.result().stage_ms["queue"] > 0
     waits = registry_for(server.service).get_sample_value("xlacs_queue_seconds_count", {"rpc": "Compile"})
     assert waits >= 3
+
+
+def test_readiness_is_false_while_every_execute_slot_is_stuck_past_its_limit():
+    with running(max_concurrent_executes=1, execute_queue=1, execute_deadline_s=0.5) as server, \
+            Client(server.address, timeout=120) as client:
+        executable = client.compile(add_graph(), FEEDS, ["y:0"])
+        execute, release, entered = server.service.execute, threading.Event(), threading.Event()
+
+        def stuck(executable_id, inputs, client_s):  # a program run in the daemon that nothing can stop
+            entered.set()
+            release.wait(60)
+            return execute(executable_id, inputs, client_s)
+        server.service.execute = stuck
+        http = HttpServer(create_app(server.service), "127.0.0.1", 0)
+        http.start()
+        try:
+            call = client.stub.Execute.future(xlacs_pb2.ExecuteRequest(
+                executable_id=executable.id, inputs=[tensors.to_proto("x:0", np.ones((2, 3), np.float32))]),
+                timeout=60)
+            assert entered.wait(30)
+            assert _wait_for(lambda: not healthy(server.address))  # past 0.5 s, within a poll of readiness
+            ready = httpx.get(f"http://127.0.0.1:{http.port}/readyz", timeout=30)
+            assert ready.status_code == 503 and "execute_deadline_s=0.5" in ready.json()["status"]
+            release.set()
+            assert call.result().outputs
+            assert _wait_for(lambda: healthy(server.address))
+            assert httpx.get(f"http://127.0.0.1:{http.port}/readyz", timeout=30).status_code == 200
+        finally:
+            release.set()
+            http.stop()
+
+
+def _wait_for(condition, timeout_s: float = 30) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

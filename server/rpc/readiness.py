@@ -1,0 +1,31 @@
+"""Readiness that tells the truth: while every slot of a gate is held by calls running past their limit (an
+XLA compile or a program run in the daemon, which nothing can stop), the daemon is not ready; the gRPC health
+service answers NOT_SERVING and /readyz 503, so a balancer sends calls elsewhere until a slot frees."""
+import logging
+import threading
+
+from grpc_health.v1 import health, health_pb2
+
+log = logging.getLogger(__name__)
+
+POLL_S = 1.0
+
+
+def watch(gates, service, health_servicer: health.HealthServicer, names: tuple[str, ...]) -> None:
+    """Starts a thread that keeps the health status of `names` and `service.unready` up to date."""
+    def loop() -> None:
+        reported = ""
+        while True:
+            why = gates.stuck()
+            if why != reported:
+                status = health_pb2.HealthCheckResponse.NOT_SERVING if why else health_pb2.HealthCheckResponse.SERVING
+                for name in names:
+                    health_servicer.set(name, status)  # ignored once the daemon drains for shutdown
+                service.unready = why
+                if why:
+                    log.warning("not ready: %s", why)
+                else:
+                    log.info("ready again: a slot is free")
+                reported = why
+            threading.Event().wait(POLL_S)
+    threading.Thread(target=loop, daemon=True, name="readiness").start()
