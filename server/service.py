@@ -111,6 +111,13 @@ class Counters:
     errors: int = 0
     started: float = dataclasses.field(default_factory=time.time)
     recent_errors: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=100))
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **deltas: int) -> None:
+        """Adds to counters; RPCs on many threads count at once, and `+=` alone could lose some."""
+        with self._lock:
+            for name, delta in deltas.items():
+                setattr(self, name, getattr(self, name) + delta)
 
 
 class CompilationService:
@@ -246,7 +253,7 @@ class CompilationService:
             program = compile_graph(graph, device, watch.checkpoint)
             watch.ms["lower"] = program.lower_ms
             watch.ms["compile"] = program.compile_ms
-        self.counters.compiles += 1
+        self.counters.add(compiles=1)
         log.info("compiled %s on %s in %.0f ms (%s)", key, device.name, sum(watch.ms.values()),
                  ", ".join(f"{k} {v:.0f}" for k, v in watch.ms.items()))
         executable = Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.params,
@@ -310,7 +317,7 @@ class CompilationService:
                     loaded.check_inputs(inputs), timeout_s, why)
             else:
                 outputs = loaded.run(inputs)
-        self.counters.executes += 1
+        self.counters.add(executes=1)
         return executable, outputs
 
     def close(self) -> None:

@@ -53,7 +53,7 @@ class ErrorInterceptor(grpc.ServerInterceptor):
     def _guard(self, method: str, inner):
         @functools.wraps(inner)
         def guarded(request, context):
-            self.counters.requests += 1
+            self.counters.add(requests=1)
             try:
                 return inner(request, context)
             except Exception as e:  # noqa: BLE001  (every exception becomes a status)
@@ -63,7 +63,7 @@ class ErrorInterceptor(grpc.ServerInterceptor):
     def _guard_stream(self, method: str, inner):
         @functools.wraps(inner)
         def guarded(request, context):
-            self.counters.requests += 1
+            self.counters.add(requests=1)
             try:
                 yield from inner(request, context)
             except Exception as e:  # noqa: BLE001
@@ -89,7 +89,7 @@ class ErrorInterceptor(grpc.ServerInterceptor):
 
     def _record(self, method: str, code: grpc.StatusCode, message: str, request_id: str) -> None:
         metrics.RPC_ERRORS.labels(method, code.name).inc()
-        self.counters.errors += 1
+        self.counters.add(errors=1)
         self.counters.recent_errors.appendleft(
             {"time": time.time(), "request_id": request_id, "method": method, "code": code.name,
              "message": message[:2000]})
