@@ -61,7 +61,9 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         return guarded
 
     def _guard_stream(self, method: str, inner):
-        @functools.wraps(inner)
+        # Not the handler's attributes (updated=()): the health service's Watch is marked experimental_non_blocking,
+        # and gRPC would then call the guard with a third argument it does not take.
+        @functools.wraps(inner, updated=())
         def guarded(request, context):
             self.counters.add(requests=1)
             try:
