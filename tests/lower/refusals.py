@@ -60,3 +60,15 @@ def assert_tf_refuses(run, match: str | None = None) -> None:
     """TF's kernel refuses the same: `run()` raises InvalidArgumentError."""
     with pytest.raises(tf.errors.InvalidArgumentError, match=match):
         run()
+
+
+def assert_refused_as_tf(client, case: tuple) -> None:
+    """case = (op, inputs, attrs, blame, match, run): TF refuses `run()` (the same node, eagerly), and compiling
+    the node is INVALID_ARGUMENT blaming `blame` with a message matching `match`."""
+    op, inputs, attr_values, blame, match, run = case
+    assert_tf_refuses(run)
+    assert_refused(client, op, inputs, blame=blame, match=match, **attr_values)
+
+
+def ints(*values, dtype=np.int32) -> np.ndarray:
+    return np.array(values, dtype)

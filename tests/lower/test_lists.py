@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tests import tf1
+from tests.lower.refusals import assert_refused, assert_refused_as_tf, ints
 from tests.oracle import assert_close, compile_and_compare
 
 raw = tf.raw_ops
@@ -158,3 +159,27 @@ def test_unbounded_stack_is_unimplemented_naming_the_node(client):
         client.compile(graph.as_graph_def(), {"x:0": (np.float32, (3,))}, fetches)
     assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
     assert "StackV2" in e.value.details() and "max_size" in e.value.details()
+
+
+# id -> (op, inputs, attrs, blamed input, message pattern, TF refusing the same eagerly)
+REFUSED = {
+    "reserve_a_negative_size": ("TensorListReserve", {"element_shape": ints(3), "num_elements": ints(-1)[0]},
+                                dict(element_dtype=np.float32, shape_type=np.int32), {"input": "num_elements"},
+                                "must not be negative",
+                                lambda: raw.TensorListReserve(element_shape=[3], num_elements=-1, element_dtype=F32)),
+    "array_of_a_negative_size": ("TensorArrayV3", {"size": ints(-1)[0]}, dict(dtype=np.float32), {"input": "size"},
+                                 "must not be negative", lambda: raw.TensorArrayV3(size=-1, dtype=F32)),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=str)
+def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
+    assert_refused_as_tf(client, REFUSED[case])
+
+
+def test_unbounded_list_is_unimplemented(client):
+    """TF grows a list made with max_num_elements=-1 at run time; an XLA buffer has a static size."""
+    raw.EmptyTensorList(element_shape=[3], max_num_elements=-1, element_dtype=F32)  # TF takes it
+    assert_refused(client, "EmptyTensorList", {"element_shape": ints(3), "max_num_elements": ints(-1)[0]},
+                   blame={"input": "max_num_elements"}, code=grpc.StatusCode.UNIMPLEMENTED, match="unbounded",
+                   element_dtype=np.float32, shape_type=np.int32)

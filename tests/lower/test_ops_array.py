@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from tests.lower.refusals import Fed, assert_refused, assert_tf_refuses
+from tests.lower.refusals import Fed, assert_refused, assert_refused_as_tf, ints
 from tests.oracle import compile_and_compare, ids, rand, specs_of
 from xlacs import dtypes as wire_dtypes, error_details, freeze
 from xlacs.v1 import tf_graph_pb2 as xlacs_tf
@@ -328,10 +328,6 @@ X23 = np.arange(6, dtype=np.float32).reshape(2, 3)
 I32, I64, F32 = np.int32, np.int64, np.float32
 
 
-def ints(*values, dtype=I32):
-    return np.array(values, dtype)
-
-
 # id -> (op, inputs, attrs, blamed {"input" or "attr": name}, message pattern, TF refusing the same eagerly)
 REFUSED = {
     "sum_axis_twice": ("Sum", {"input": Fed((2, 3)), "reduction_indices": ints(1, -1)}, dict(T=F32, Tidx=I32),
@@ -412,9 +408,7 @@ REFUSED = {
 
 @pytest.mark.parametrize("case", REFUSED, ids=str)
 def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
-    op, inputs, attr_values, blame, match, tf_refuses = REFUSED[case]
-    assert_tf_refuses(tf_refuses)
-    assert_refused(client, op, inputs, blame=blame, match=match, **attr_values)
+    assert_refused_as_tf(client, REFUSED[case])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8], ids=ids)

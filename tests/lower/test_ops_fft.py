@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from tests.lower.raw_ops import name, op, rand, tolerance
+from tests.lower.refusals import Fed, assert_refused_as_tf, ints
 from tests.oracle import assert_close, compile_and_compare, specs_of
 from xlacs import freeze
 
@@ -68,3 +69,27 @@ def test_nd_forms_over_given_axes(client, dtype):
             op("IRFFT3D", Treal=treal)(spectrum, tf.constant([6, 5, 10]))]
     for g, w in zip(got, want):
         assert_close(g, w.numpy(), **tolerance(dtype))
+
+
+# --- What TF's kernels refuse is INVALID_ARGUMENT naming the node and the input at fault ---------------------------
+
+C64, F32 = np.complex64, np.float32
+
+# id -> (op, inputs, attrs, blamed {"input": name}, message pattern, TF refusing the same eagerly)
+REFUSED = {
+    "fft_of_a_scalar": ("FFT", {"input": Fed((), C64)}, dict(Tcomplex=C64), {"input": "input"}, "rank at least 1",
+                        lambda: tf.raw_ops.FFT(input=C64(1))),
+    "fft2d_of_a_vector": ("FFT2D", {"input": Fed((3,), C64)}, dict(Tcomplex=C64), {"input": "input"},
+                          "rank at least 2", lambda: tf.raw_ops.FFT2D(input=np.zeros(3, C64))),
+    "rfft_two_lengths": ("RFFT", {"input": Fed((4,)), "fft_length": ints(4, 4)}, dict(Treal=F32, Tcomplex=C64),
+                         {"input": "fft_length"}, "must hold 1 positive length",
+                         lambda: tf.raw_ops.RFFT(input=np.zeros(4, F32), fft_length=[4, 4])),
+    "rfft_negative_length": ("RFFT", {"input": Fed((4,)), "fft_length": ints(-1)}, dict(Treal=F32, Tcomplex=C64),
+                             {"input": "fft_length"}, "positive length",
+                             lambda: tf.raw_ops.RFFT(input=np.zeros(4, F32), fft_length=[-1])),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=str)
+def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
+    assert_refused_as_tf(client, REFUSED[case])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.lower.refusals import Fed, assert_refused, assert_tf_refuses
+from tests.lower.refusals import Fed, assert_refused, assert_refused_as_tf, ints
 from tests.oracle import compile_and_compare, ids, rand
 
 rng = np.random.default_rng(0)
@@ -130,10 +130,6 @@ P23 = np.arange(6, dtype=np.float32).reshape(2, 3)
 I32, I64, F32 = np.int32, np.int64, np.float32
 
 
-def ints(*values, dtype=I32):
-    return np.array(values, dtype)
-
-
 # id -> (op, inputs, attrs, blamed {"input" or "attr": name}, message pattern, TF refusing the same eagerly)
 REFUSED = {
     "gather_batch_dims_out_of_range": ("GatherV2", {"params": Fed((2, 3)), "indices": ints(0), "axis": ints(1)[0]},
@@ -191,9 +187,7 @@ REFUSED = {
 
 @pytest.mark.parametrize("case", REFUSED, ids=str)
 def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
-    op, inputs, attr_values, blame, match, tf_refuses = REFUSED[case]
-    assert_tf_refuses(tf_refuses)
-    assert_refused(client, op, inputs, blame=blame, match=match, **attr_values)
+    assert_refused_as_tf(client, REFUSED[case])
 
 
 @pytest.mark.parametrize("op,inputs,attr_values,input", [

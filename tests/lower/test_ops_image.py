@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.lower.refusals import Fed, assert_refused_as_tf, ints
 from tests.oracle import compile_and_compare, ids, rand
 
 raw = tf.raw_ops
@@ -119,3 +120,52 @@ def test_crop_and_resize_grads(client, crop_size):
                 raw.CropAndResizeGradBoxes(grads=grads, image=image, boxes=boxes, box_ind=box_ind))
     compile_and_compare(client, fn, [rand((3, *crop_size, 3)), rand((2, 6, 9, 3)), boxes,
                                      np.array([1, 0, 1], np.int32)])
+
+
+# --- What TF's kernels refuse is INVALID_ARGUMENT naming the node and the input or attr at fault -------------------
+
+F32 = np.float32
+IMAGES = np.zeros((1, 4, 4, 3), F32)
+
+# id -> (op, inputs, attrs, blamed {"input" or "attr": name}, message pattern, TF refusing the same eagerly)
+REFUSED = {
+    "resize_to_three_sizes": ("ResizeBilinear", {"images": Fed((1, 4, 4, 3)), "size": ints(2, 2, 2)}, dict(T=F32),
+                              {"input": "size"}, "two positive values",
+                              lambda: raw.ResizeBilinear(images=IMAGES, size=[2, 2, 2])),
+    "resize_of_one_image": ("ResizeNearestNeighbor", {"images": Fed((4, 4, 3)), "size": ints(2, 2)}, dict(T=F32),
+                            {"input": "images"}, "must have rank 4",
+                            lambda: raw.ResizeNearestNeighbor(images=IMAGES[0], size=[2, 2])),
+    "half_pixel_centers_with_aligned_corners": ("ResizeBicubic", {"images": Fed((1, 4, 4, 3)), "size": ints(2, 2)},
+                                                dict(T=F32, align_corners=True, half_pixel_centers=True),
+                                                {"attr": "half_pixel_centers"}, "requires align_corners=False",
+                                                lambda: raw.ResizeBicubic(images=IMAGES, size=[2, 2],
+                                                                          align_corners=True,
+                                                                          half_pixel_centers=True)),
+    "crop_boxes_of_three_columns": ("CropAndResize", {"image": Fed((1, 4, 4, 3)), "boxes": Fed((1, 3)),
+                                                      "box_ind": ints(0), "crop_size": ints(2, 2)}, dict(T=F32),
+                                    {"input": "boxes"}, r"\[num_boxes, 4\]",
+                                    lambda: raw.CropAndResize(image=IMAGES, boxes=[[0.0, 0.0, 1.0]], box_ind=[0],
+                                                              crop_size=[2, 2])),
+    "crop_box_indices_of_another_length": ("CropAndResize", {"image": Fed((1, 4, 4, 3)), "boxes": Fed((1, 4)),
+                                                             "box_ind": ints(0, 0), "crop_size": ints(2, 2)},
+                                           dict(T=F32), {"input": "box_ind"}, "one image index per box",
+                                           lambda: raw.CropAndResize(image=IMAGES, boxes=[[0.0, 0.0, 1.0, 1.0]],
+                                                                     box_ind=[0, 0], crop_size=[2, 2])),
+    "scale_and_translate_zero_scale": ("ScaleAndTranslate", {"images": Fed((1, 4, 4, 3)), "size": ints(2, 2),
+                                                             "scale": np.array([0, 1], F32),
+                                                             "translation": np.zeros(2, F32)}, dict(T=F32),
+                                       {"input": "scale"}, "must be positive",
+                                       lambda: raw.ScaleAndTranslate(images=IMAGES, size=[2, 2], scale=[0.0, 1.0],
+                                                                     translation=[0.0, 0.0])),
+    "contrast_of_a_matrix": ("AdjustContrastv2", {"images": Fed((2, 3)), "contrast_factor": F32(0.5)}, dict(T=F32),
+                             {"input": "images"}, "rank at least 3",
+                             lambda: raw.AdjustContrastv2(images=np.zeros((2, 3), F32), contrast_factor=0.5)),
+    "saturation_scale_vector": ("AdjustSaturation", {"images": Fed((2, 2, 3)), "scale": np.ones(1, F32)},
+                                dict(T=F32), {"input": "scale"}, "must have rank 0",
+                                lambda: raw.AdjustSaturation(images=np.zeros((2, 2, 3), F32), scale=[1.0])),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=str)
+def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
+    assert_refused_as_tf(client, REFUSED[case])

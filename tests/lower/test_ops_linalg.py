@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tests.lower.raw_ops import name, op, rand, tolerance
+from tests.lower.refusals import Fed, assert_refused_as_tf, ints
 from tests.oracle import assert_close, compile_and_compare, specs_of
 from xlacs import freeze
 
@@ -267,3 +268,59 @@ def test_cholesky_grad(client, dtype):
     """The upper triangle of the incoming gradient holds noise: only the lower one counts."""
     chol = np.linalg.cholesky(positive_definite((2, 4, 4), dtype))
     compile_and_compare(client, op("CholeskyGrad"), [chol, rand((2, 4, 4), dtype)], **tolerance(dtype))
+
+
+# --- What TF's kernels refuse is INVALID_ARGUMENT naming the node and the input or attr at fault -------------------
+
+F32, I64 = np.float32, np.int64
+Z = np.zeros
+
+# id -> (op, inputs, attrs, blamed {"input" or "attr": name}, message pattern, TF refusing the same eagerly)
+REFUSED = {
+    "cholesky_of_a_non_square_matrix": ("Cholesky", {"input": Fed((2, 3))}, dict(T=F32), {"input": "input"},
+                                        "must be square", lambda: tf.raw_ops.Cholesky(input=Z((2, 3), F32))),
+    "solve_rhs_of_other_rows": ("MatrixSolve", {"matrix": Fed((3, 3)), "rhs": Fed((2, 1))}, dict(T=F32),
+                                {"input": "rhs"}, "rows must be the 3",
+                                lambda: tf.raw_ops.MatrixSolve(matrix=np.eye(3, dtype=F32), rhs=Z((2, 1), F32))),
+    "triangular_solve_batches_not_broadcasting": ("MatrixTriangularSolve", {"matrix": Fed((2, 3, 3)),
+                                                                            "rhs": Fed((3, 3, 1))}, dict(T=F32),
+                                                  {"input": "rhs"}, "incompatible shapes for broadcasting",
+                                                  lambda: tf.raw_ops.MatrixTriangularSolve(
+                                                      matrix=np.tile(np.eye(3, dtype=F32), (2, 1, 1)),
+                                                      rhs=Z((3, 3, 1), F32))),
+    "solve_ls_vector_regularizer": ("MatrixSolveLs", {"matrix": Fed((2, 3)), "rhs": Fed((2, 1)),
+                                                      "l2_regularizer": Z(1, np.float64)}, dict(T=F32),
+                                    {"input": "l2_regularizer"}, "must have rank 0",
+                                    lambda: tf.raw_ops.MatrixSolveLs(matrix=Z((2, 3), F32), rhs=Z((2, 1), F32),
+                                                                     l2_regularizer=Z(1, np.float64))),
+    "tridiagonal_solve_two_diagonals": ("TridiagonalSolve", {"diagonals": Fed((2, 3)), "rhs": Fed((3, 1))},
+                                        dict(T=F32), {"input": "diagonals"}, r"\[\.\.\., 3, M\]",
+                                        lambda: tf.raw_ops.TridiagonalSolve(diagonals=Z((2, 3), F32),
+                                                                            rhs=Z((3, 1), F32))),
+    "cholesky_grad_of_other_shapes": ("CholeskyGrad", {"l": Fed((3, 3)), "grad": Fed((2, 3))}, dict(T=F32),
+                                      {"input": "grad"}, "shape",
+                                      lambda: tf.raw_ops.CholeskyGrad(l=np.eye(3, dtype=F32), grad=Z((2, 3), F32))),
+    "band_part_past_the_rows": ("MatrixBandPart", {"input": Fed((3, 3)), "num_lower": np.int64(5),
+                                                   "num_upper": np.int64(1)}, dict(T=F32, Tindex=I64),
+                                {"input": "num_lower"}, "at most 3",
+                                lambda: tf.raw_ops.MatrixBandPart(input=Z((3, 3), F32), num_lower=5, num_upper=1)),
+    "diag_band_reversed": ("MatrixDiagV3", {"diagonal": Fed((3,)), "k": ints(1, 0), "num_rows": ints(-1)[0],
+                                            "num_cols": ints(-1)[0], "padding_value": F32(0)}, dict(T=F32),
+                           {"input": "k"}, "must not exceed the upper",
+                           lambda: tf.raw_ops.MatrixDiagV3(diagonal=Z(3, F32), k=[1, 0], num_rows=-1, num_cols=-1,
+                                                           padding_value=0.0)),
+    "diag_part_out_of_the_matrix": ("MatrixDiagPartV3", {"input": Fed((3, 3)), "k": ints(5)[0],
+                                                         "padding_value": F32(0)}, dict(T=F32),
+                                    {"input": "k"}, r"in \[-2, 2\]",
+                                    lambda: tf.raw_ops.MatrixDiagPartV3(input=Z((3, 3), F32), k=5, padding_value=0.0)),
+    "set_diag_of_another_length": ("MatrixSetDiagV3", {"input": Fed((3, 3)), "diagonal": Fed((2,)), "k": ints(0)[0]},
+                                   dict(T=F32), {"input": "diagonal"}, r"need \[3\]",
+                                   lambda: tf.raw_ops.MatrixSetDiagV3(input=Z((3, 3), F32), diagonal=Z(2, F32), k=0)),
+    "diag_part_not_square": ("DiagPart", {"input": Fed((2, 3))}, dict(T=F32), {"input": "input"}, r"form s \+ s",
+                             lambda: tf.raw_ops.DiagPart(input=Z((2, 3), F32))),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=str)
+def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
+    assert_refused_as_tf(client, REFUSED[case])

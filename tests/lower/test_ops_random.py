@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.lower.refusals import Fed, assert_refused_as_tf, ints
 from tests.lower.test_variables import unfrozen
 from tests.oracle import specs_of
 from xlacs import freeze
@@ -216,3 +217,36 @@ def test_generator(client):
     for first, again, then in zip(got, replayed, following):
         np.testing.assert_array_equal(first, again)
         assert np.mean(first == then) < 0.2
+
+
+# --- What TF's kernels refuse is INVALID_ARGUMENT naming the node and the input at fault ---------------------------
+
+F32, I32, I64 = np.float32, np.int32, np.int64
+
+# id -> (op, inputs, attrs, blamed {"input": name}, message pattern, TF refusing the same eagerly)
+REFUSED = {
+    "seed_of_three": ("StatelessRandomUniform", {"shape": ints(2), "seed": ints(1, 2, 3, dtype=I64)},
+                      dict(dtype=F32, T=I32, Tseed=I64), {"input": "seed"}, r"must be \[2\]",
+                      lambda: raw.StatelessRandomUniform(shape=[2], seed=ints(1, 2, 3, dtype=I64))),
+    "negative_shape": ("RandomUniform", {"shape": ints(-2)}, dict(dtype=F32, T=I32), {"input": "shape"},
+                       "non-negative sizes", lambda: raw.RandomUniform(shape=[-2], dtype=tf.float32)),
+    "multinomial_of_a_vector": ("Multinomial", {"logits": Fed((2,)), "num_samples": ints(2)[0]}, dict(T=F32),
+                                {"input": "logits"}, "must have rank 2",
+                                lambda: raw.Multinomial(logits=[1.0, 2.0], num_samples=2)),
+    "uniform_int_empty_range": ("StatelessRandomUniformInt", {"shape": ints(2), "seed": ints(1, 2, dtype=I64),
+                                                              "minval": ints(5)[0], "maxval": ints(0)[0]},
+                                dict(dtype=I32, T=I32, Tseed=I64), {"input": "maxval"}, "empty range",
+                                lambda: raw.StatelessRandomUniformInt(shape=[2], seed=ints(1, 2, dtype=I64), minval=5,
+                                                                      maxval=0)),
+    "gamma_alpha_not_broadcasting": ("StatelessRandomGammaV2", {"shape": ints(2, 3), "seed": ints(1, 2, dtype=I64),
+                                                                "alpha": np.array([1, 2], F32)},
+                                     dict(dtype=F32, T=I32, Tseed=I64), {"input": "alpha"},
+                                     r"shape \[2, 3\], alpha \[2\]",
+                                     lambda: raw.StatelessRandomGammaV2(shape=[2, 3], seed=ints(1, 2, dtype=I64),
+                                                                        alpha=[1.0, 2.0])),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=str)
+def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
+    assert_refused_as_tf(client, REFUSED[case])

@@ -122,7 +122,7 @@ def _seed(seed):
 def _per_sample(shape: tuple[int, ...], **parameters) -> tuple[int, ...]:
     """`shape`, which the stateless samplers' parameters must broadcast to, as TF's kernels require."""
     for name, value in parameters.items():
-        if broadcast_shape(np.shape(value), shape, inputs=(name, "shape")) != shape:
+        if broadcast_shape(shape, np.shape(value), inputs=("shape", name)) != shape:
             raise InvalidArgument(f"input {name!r} has shape {list(np.shape(value))}, which does not broadcast to "
                                   f"input 'shape' {list(shape)}", input=name)
     return shape
