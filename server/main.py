@@ -51,17 +51,22 @@ def serve(args) -> None:
              _in_flight(service), settings.shutdown_grace_s)
     health.enter_graceful_shutdown()
     app.state.dashboard.draining = True  # /readyz answers 503 while the calls in flight finish
-    server.stop(grace=settings.shutdown_grace_s).wait()
+    # The deadline is kept here, not by gRPC's own grace: its timer would cancel the calls at a moment of its
+    # own, and a call cut there may end its work before it is counted.
+    drained = server.stop(grace=threading.TIMEOUT_MAX)
+    if not drained.wait(settings.shutdown_grace_s):
+        cut = _in_flight(service)
+        if cut:
+            log.warning("%d call(s) still running after %g s were cancelled", cut, settings.shutdown_grace_s)
+        server.stop(grace=None)  # cancels every call left; returns once the server has stopped
     http.stop()
     service.close()
-    cut = _in_flight(service)
-    if cut:
-        # gRPC cancelled these calls at the deadline, but their threads still compute and would hold the
-        # interpreter's exit (it joins worker threads) past any deadline: leave without waiting for them.
-        log.warning("stopped; %d call(s) still running after %g s were cancelled", cut, settings.shutdown_grace_s)
+    log.info("stopped")
+    if _in_flight(service):
+        # The work of cancelled calls still runs, on threads that would hold the interpreter's exit (it joins
+        # them) past any deadline: leave without waiting for them. Execution workers exit with the daemon.
         logging.shutdown()
         os._exit(0)
-    log.info("stopped")
 
 
 def _in_flight(service: CompilationService) -> int:

@@ -1,8 +1,10 @@
 """`xlacs serve` as a subprocess, the way a container runs it, with helpers to wait for it and to stop it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +38,10 @@ class Daemon:
                                          "XLACS_HTTP_PORT": str(self.http_port)})
         self.log = log
         with open(log, "w") as out:
-            self.process = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+            # A session of its own: the processes the daemon starts (execution workers) are its process group,
+            # found there even after the daemon has exited.
+            self.process = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
         self.address = f"127.0.0.1:{self.port}"
         self.http = f"http://127.0.0.1:{self.http_port}"
 
@@ -52,9 +57,34 @@ class Daemon:
                     assert time.monotonic() < deadline, f"the daemon did not start:\n{self.output}"
 
     def terminate(self, timeout_s: float = 120) -> int:
+        """Stops the daemon, then kills what it left running, so that no test leaves a process behind."""
         if self.process.poll() is None:
             self.process.terminate()
-        return self.process.wait(timeout=timeout_s)
+        code = self.process.wait(timeout=timeout_s)
+        with contextlib.suppress(ProcessLookupError):  # none left
+            os.killpg(self.process.pid, signal.SIGKILL)
+        return code
+
+    def leftovers(self, timeout_s: float = 30) -> list[int]:
+        """The processes of the exited daemon's group still running after `timeout_s`: what it started and
+        left behind. Some end on their own once the daemon has gone (multiprocessing's resource tracker reads
+        the end of its pipe), hence the wait."""
+        assert self.process.poll() is not None, "the daemon is still running"
+        deadline = time.monotonic() + timeout_s
+        while (pids := self._group()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return pids
+
+    def _group(self) -> list[int]:
+        pids = []
+        for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+            try:  # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+                state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+            except OSError:  # ended meanwhile
+                continue
+            if int(group) == self.process.pid and state != "Z":  # a zombie runs nothing: its reaper is late
+                pids.append(int(stat.parent.name))
+        return pids
 
     @property
     def output(self) -> str:
