@@ -1,6 +1,7 @@
 """Elementwise, reduction, scan, sorting, broadcasting and product ops against tf.raw_ops, through the service."""
 import inspect
 
+import grpc
 import ml_dtypes
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from tests.lower.raw_ops import compare_per_dtype, has_cpu_kernel, name, op, rand, tolerance
+from tests.lower.refusals import Fed, assert_refused, assert_tf_refuses, one_node
 from tests.oracle import assert_close, compile_and_compare
 from xlacs import dtypes as wire_dtypes, freeze
 from xlacs.v1 import tf_graph_pb2 as xlacs_tf
@@ -472,3 +474,72 @@ def test_einsum(client, equation, shapes):
 @pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=name)
 def test_cross(client, dtype):
     compile_and_compare(client, op("Cross"), [rand((2, 4, 3), dtype), rand((2, 4, 3), dtype)])
+
+
+# --- What TF's kernels refuse is INVALID_ARGUMENT naming the node and the input or attr at fault -------------------
+
+X23 = np.arange(6, dtype=np.float32).reshape(2, 3)
+F32 = np.float32
+
+# id -> (op, inputs, attrs, blamed {"input" or "attr": name}, message pattern, TF refusing the same eagerly)
+REFUSED = {
+    "mat_mul_inner_dimensions": ("MatMul", {"a": Fed((2, 3)), "b": np.ones((4, 5), F32)}, dict(T=F32),
+                                 {"input": "b"}, r"input 'a' \[2, 3\] times input 'b' \[4, 5\]",
+                                 lambda: tf.raw_ops.MatMul(a=X23, b=np.ones((4, 5), F32))),
+    "mat_mul_of_vectors": ("MatMul", {"a": Fed((3,)), "b": np.ones((3, 5), F32)}, dict(T=F32),
+                           {"input": "a"}, "must have rank 2",
+                           lambda: tf.raw_ops.MatMul(a=np.ones((1, 3), F32)[0], b=np.ones((3, 5), F32))),
+    "batch_mat_mul_batches": ("BatchMatMulV2", {"x": Fed((2, 2, 3)), "y": np.ones((3, 3, 4), F32)}, dict(T=F32),
+                              {"input": "y"}, "incompatible shapes for broadcasting",
+                              lambda: tf.raw_ops.BatchMatMulV2(x=np.ones((2, 2, 3), F32), y=np.ones((3, 3, 4), F32))),
+    "add_incompatible_shapes": ("AddV2", {"x": Fed((2, 3)), "y": np.ones(4, F32)}, dict(T=F32),
+                                {"input": "y"}, r"incompatible shapes for broadcasting: x \[2, 3\], y \[4\]",
+                                lambda: tf.raw_ops.AddV2(x=X23, y=np.ones(4, F32))),
+    "atan2_names_its_inputs_y_and_x": ("Atan2", {"y": Fed((2, 3)), "x": np.ones(4, F32)}, dict(T=F32),
+                                       {"input": "x"}, r"y \[2, 3\], x \[4\]",
+                                       lambda: tf.raw_ops.Atan2(y=X23, x=np.ones(4, F32))),
+    "add_n_shapes": ("AddN", {"a": Fed((2, 3)), "b": np.ones((3, 2), F32)}, dict(T=F32, N=2),
+                     {"input": "inputs:1"}, "every input must have the same shape",
+                     lambda: tf.raw_ops.AddN(inputs=[X23, np.ones((3, 2), F32)])),
+    "select_t_and_e": ("Select", {"c": np.ones((2, 3), bool), "t": Fed((2, 3)), "e": np.ones((3, 2), F32)},
+                       dict(T=F32), {"input": "e"}, "must have the same shape",
+                       lambda: tf.raw_ops.Select(condition=np.ones((2, 3), bool), x=X23, y=np.ones((3, 2), F32))),
+    "clip_bounds_shape": ("ClipByValue", {"t": Fed((2, 3)), "lo": np.zeros(3, F32), "hi": np.float32(1)},
+                          dict(T=F32), {"input": "clip_value_min"}, "must be a scalar or have the shape of 't'",
+                          lambda: tf.raw_ops.ClipByValue(t=X23, clip_value_min=np.zeros(3, F32),
+                                                         clip_value_max=np.float32(1))),
+    "einsum_label_sizes": ("Einsum", {"a": Fed((2, 3)), "b": np.ones((4, 5), F32)},
+                           dict(T=F32, N=2, equation="ij,jk->ik"), {"input": "inputs:1"},
+                           "label 'j' .* has size 4 in input 'inputs:1'",
+                           lambda: tf.raw_ops.Einsum(inputs=[X23, np.ones((4, 5), F32)], equation="ij,jk->ik")),
+    "einsum_without_output": ("Einsum", {"a": Fed((2, 3)), "b": np.ones((3, 5), F32)},
+                              dict(T=F32, N=2, equation="ij,jk"), {"attr": "equation"}, "'terms->output'",
+                              lambda: tf.raw_ops.Einsum(inputs=[X23, np.ones((3, 5), F32)], equation="ij,jk")),
+    "sigmoid_grad_shapes": ("SigmoidGrad", {"y": Fed((2, 3)), "dy": np.ones(3, F32)}, dict(T=F32),
+                            {"input": "dy"}, r"input 'dy' has shape \[3\], but 'y' has \[2, 3\]",
+                            lambda: tf.raw_ops.SigmoidGrad(y=X23, dy=np.ones(3, F32))),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=str)
+def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
+    op_name, inputs, attr_values, blame, match, tf_refuses = REFUSED[case]
+    assert_tf_refuses(tf_refuses)
+    assert_refused(client, op_name, inputs, blame=blame, match=match, **attr_values)
+
+
+def test_an_input_of_another_dtype_than_t_is_invalid_argument(client):
+    """TF refuses such a graph when it imports it; the lowering names the input and the attr."""
+    graph_def, _, _ = one_node("AddV2", {"x": Fed((2, 3)), "y": np.ones(3, np.int32)}, T=F32)
+    with pytest.raises(ValueError, match="incompatible with expected float"):
+        tf.graph_util.import_graph_def(tf.compat.v1.GraphDef.FromString(graph_def), name="")
+    assert_refused(client, "AddV2", {"x": Fed((2, 3)), "y": np.ones(3, np.int32)}, blame={"input": "y"},
+                   match="input 'y' has dtype int32, but T is float32", T=F32)
+
+
+def test_einsum_output_label_no_input_has_is_unimplemented(client):
+    """TF runs "ij,jk->iz" (z is dropped); xlacs refuses it as not lowered rather than guess."""
+    tf.raw_ops.Einsum(inputs=[X23, np.ones((3, 5), F32)], equation="ij,jk->iz")
+    assert_refused(client, "Einsum", {"a": Fed((2, 3)), "b": np.ones((3, 5), F32)}, blame={"attr": "equation"},
+                   code=grpc.StatusCode.UNIMPLEMENTED, match="has one no input has", T=F32, N=2,
+                   equation="ij,jk->iz")

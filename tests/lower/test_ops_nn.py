@@ -1,8 +1,10 @@
 """Neural-network ops and their gradients against tf.raw_ops, through the service."""
+import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.lower.refusals import Fed, assert_refused, assert_tf_refuses
 from tests.oracle import compile_and_compare, ids, rand
 
 rng = np.random.default_rng(0)
@@ -354,3 +356,126 @@ def test_max_pool_grad_with_argmax(client, include_batch_in_index):
         return raw.MaxPoolGradWithArgmax(input=x, grad=grad, argmax=argmax,
                                          include_batch_in_index=include_batch_in_index, **pool)
     compile_and_compare(client, fn, [rand((2, 7, 6, 3)), rand((2, 4, 3, 3))])
+
+
+# --- What TF's kernels refuse is INVALID_ARGUMENT naming the node and the input or attr at fault -------------------
+
+F32 = np.float32
+X = np.ones((1, 4, 4, 3), F32)
+CONV = dict(T=F32, padding="SAME")
+POOL = dict(T=F32, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+
+# id -> (op, inputs, attrs, blamed {"input" or "attr": name}, message pattern, TF refusing the same eagerly)
+REFUSED = {
+    "bias_of_another_length": ("BiasAdd", {"value": Fed((2, 3)), "bias": np.ones(4, F32)}, dict(T=F32),
+                               {"input": "bias"}, r"'bias' has 4 elements, but 'value' of shape \[2, 3\] has 3",
+                               lambda: raw.BiasAdd(value=np.ones((2, 3), F32), bias=np.ones(4, F32))),
+    "bias_add_grad_of_a_vector": ("BiasAddGrad", {"out_backprop": Fed((3,))}, dict(T=F32), {"input": "out_backprop"},
+                                  "rank at least 2", lambda: raw.BiasAddGrad(out_backprop=np.ones(3, F32))),
+    "sparse_labels_of_rank_2": ("SparseSoftmaxCrossEntropyWithLogits",
+                                {"features": Fed((2, 3)), "labels": np.zeros((2, 1), np.int32)},
+                                dict(T=F32, Tlabels=np.int32), {"input": "labels"}, "must have rank 1",
+                                lambda: raw.SparseSoftmaxCrossEntropyWithLogits(
+                                    features=np.ones((2, 3), F32), labels=np.zeros((2, 1), np.int32))),
+    "cross_entropy_labels": ("SoftmaxCrossEntropyWithLogits", {"features": Fed((2, 3)), "labels": np.ones((2, 4), F32)},
+                             dict(T=F32), {"input": "labels"}, "incompatible shapes for broadcasting",
+                             lambda: raw.SoftmaxCrossEntropyWithLogits(features=np.ones((2, 3), F32),
+                                                                       labels=np.ones((2, 4), F32))),
+    "batch_norm_scale": ("FusedBatchNormV3", {"x": Fed((1, 4, 4, 3)), "scale": np.ones(2, F32),
+                                              **{k: np.ones(3, F32) for k in ("offset", "mean", "variance")}},
+                         dict(T=F32, U=F32, is_training=False), {"input": "scale"},
+                         "'scale' has 2 elements, but 'x' .* has 3 channels",
+                         lambda: raw.FusedBatchNormV3(x=X, scale=np.ones(2, F32), offset=np.ones(3, F32),
+                                                      mean=np.ones(3, F32), variance=np.ones(3, F32),
+                                                      is_training=False)),
+    "lrn_of_a_matrix": ("LRN", {"input": Fed((4, 3))}, dict(T=F32), {"input": "input"}, "must have rank 4",
+                        lambda: raw.LRN(input=np.ones((4, 3), F32))),
+    "relu_grad_shapes": ("ReluGrad", {"gradients": Fed((4, 3)), "features": np.ones(3, F32)}, dict(T=F32),
+                         {"input": "features"}, "must be the same",
+                         lambda: raw.ReluGrad(gradients=np.ones((4, 3), F32), features=np.ones(3, F32))),
+    "conv_strides_of_3": ("Conv2D", {"input": Fed((1, 4, 4, 3)), "filter": np.ones((1, 1, 3, 2), F32)},
+                          dict(CONV, strides=[1, 1, 1]), {"attr": "strides"}, "must have 4 entries",
+                          lambda: raw.Conv2D(input=X, filter=np.ones((1, 1, 3, 2), F32), strides=[1, 1, 1],
+                                             padding="SAME")),
+    "depthwise_filter_depth": ("DepthwiseConv2dNative",
+                               {"input": Fed((1, 4, 4, 3)), "filter": np.ones((1, 1, 2, 2), F32)},
+                               dict(CONV, strides=[1, 1, 1, 1]), {"input": "filter"}, "is for 2 channels",
+                               lambda: raw.DepthwiseConv2dNative(input=X, filter=np.ones((1, 1, 2, 2), F32),
+                                                                 strides=[1, 1, 1, 1], padding="SAME")),
+    "max_pool_ksize_0": ("MaxPool", {"input": Fed((1, 4, 4, 3))}, dict(POOL, ksize=[1, 0, 2, 1]), {"attr": "ksize"},
+                         "each at least 1", lambda: raw.MaxPool(input=X, ksize=[1, 0, 2, 1], strides=[1, 1, 1, 1],
+                                                                padding="SAME")),
+    "avg_pool_of_rank_3": ("AvgPool", {"value": Fed((4, 4, 3))}, POOL, {"input": "value"}, "must have rank 4",
+                           lambda: raw.AvgPool(value=X[0], ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1],
+                                               padding="VALID")),
+    "max_pool_grad_shape": ("MaxPoolGrad", {"orig_input": Fed((1, 4, 4, 3)), "orig_output": np.ones((1, 2, 2, 3), F32),
+                                            "grad": np.ones((1, 3, 3, 3), F32)}, POOL, {"input": "grad"},
+                            r"'grad' has shape \[1, 3, 3, 3\], but the pooling .* outputs \[1, 2, 2, 3\]",
+                            lambda: raw.MaxPoolGrad(orig_input=X, orig_output=np.ones((1, 2, 2, 3), F32),
+                                                    grad=np.ones((1, 3, 3, 3), F32), ksize=[1, 2, 2, 1],
+                                                    strides=[1, 2, 2, 1], padding="VALID")),
+}
+
+# The same, without asking TF: its oneDNN CPU kernels (this build's) abort the process on some of these.
+REFUSED_UNASKED = {
+    "conv_of_rank_3": ("Conv2D", {"input": Fed((4, 4, 3)), "filter": np.ones((1, 1, 3, 2), F32)},
+                       dict(CONV, strides=[1, 1, 1, 1]), {"input": "input"}, "must have rank 4"),
+    "conv_backprop_input_sizes": ("Conv2DBackpropInput", {"input_sizes": np.array([1, 4, 4], np.int32),
+                                                          "filter": np.ones((3, 3, 3, 2), F32),
+                                                          "out_backprop": Fed((1, 4, 4, 2))},
+                                  dict(CONV, strides=[1, 1, 1, 1]), {"input": "input_sizes"}, "vector of 4 sizes"),
+    "softmax_of_a_scalar": ("Softmax", {"logits": Fed(())}, dict(T=F32), {"input": "logits"}, "rank at least 1"),
+    "conv_explicit_paddings_of_3_pairs": ("Conv2D", {"input": Fed((1, 4, 4, 3)), "filter": np.ones((1, 1, 3, 2), F32)},
+                                          dict(CONV, strides=[1, 1, 1, 1], padding="EXPLICIT",
+                                               explicit_paddings=[0, 0, 1, 1, 1, 1]),
+                                          {"attr": "explicit_paddings"}, "must hold 8 values"),
+    "conv_backprop_out_backprop": ("Conv2DBackpropInput", {"input_sizes": np.array([1, 4, 4, 3], np.int32),
+                                                           "filter": np.ones((3, 3, 3, 2), F32),
+                                                           "out_backprop": Fed((1, 3, 3, 2))},
+                                   dict(CONV, strides=[1, 1, 1, 1]), {"input": "out_backprop"},
+                                   r"has shape \[1, 3, 3, 2\], but the convolution .* outputs \[1, 4, 4, 2\]"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=str)
+def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
+    op, inputs, attr_values, blame, match, tf_refuses = REFUSED[case]
+    assert_tf_refuses(tf_refuses)
+    assert_refused(client, op, inputs, blame=blame, match=match, **attr_values)
+
+
+@pytest.mark.parametrize("case", REFUSED_UNASKED, ids=str)
+def test_what_tf_refuses_unasked_is_invalid_argument_naming_the_input(client, case):
+    op, inputs, attr_values, blame, match = REFUSED_UNASKED[case]
+    assert_refused(client, op, inputs, blame=blame, match=match, **attr_values)
+
+
+@pytest.mark.parametrize("op,attr_values,attr", [
+    ("Conv2D", dict(CONV, strides=[2, 1, 1, 1]), "strides"),
+    ("MaxPool", dict(POOL, ksize=[2, 1, 1, 1]), "ksize"),
+])
+def test_windows_over_the_batch_are_unimplemented_as_in_tf(client, op, attr_values, attr):
+    inputs = {"input": Fed((2, 4, 4, 3))} | ({"filter": np.ones((1, 1, 3, 2), F32)} if op == "Conv2D" else {})
+    with pytest.raises(tf.errors.UnimplementedError):
+        getattr(raw, op)(**{k: np.ones((2, 4, 4, 3), F32) if isinstance(v, Fed) else v for k, v in inputs.items()},
+                         **{k: v for k, v in attr_values.items() if k != "T"})
+    assert_refused(client, op, inputs, blame={"attr": attr}, code=grpc.StatusCode.UNIMPLEMENTED,
+                   match="batch", **attr_values)
+
+
+def test_conv2d_backprop_input_takes_the_spatial_input_sizes(client):
+    """TF's kernel also takes input_sizes of the 2 spatial sizes: the batch comes from out_backprop, the depth
+    from the filter."""
+    def fn(w, dy):
+        return raw.Conv2DBackpropInput(input_sizes=tf.constant([5, 4]), filter=w, out_backprop=dy,
+                                       strides=[1, 1, 1, 1], padding="SAME")
+    compile_and_compare(client, fn, [rand((3, 3, 2, 4)), rand((2, 5, 4, 4))])
+
+
+def test_fused_batch_norm_training_takes_an_empty_mean_and_variance(client):
+    """tf.compat.v1.nn.fused_batch_norm(is_training=True) gives the kernel empty running statistics."""
+    def fn(x, scale, offset):
+        empty = tf.zeros([0])
+        return raw.FusedBatchNormV3(x=x, scale=scale, offset=offset, mean=empty, variance=empty, epsilon=1e-3,
+                                    is_training=True)[:3]
+    compile_and_compare(client, fn, [rand((2, 3, 3, 4)), rand((4,), low=0.5, high=1.5), rand((4,))])
