@@ -1,10 +1,13 @@
 """The starter op set against TensorFlow, through the running service, over shapes and dtypes."""
+import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.lower.refusals import Fed, assert_refused, assert_tf_refuses
 from tests.oracle import assert_close, compile_and_compare, rand, specs_of
 from xlacs import freeze
+from xlacs_server.graph import attrs
 
 raw = tf.raw_ops
 
@@ -199,3 +202,72 @@ def test_strided_slice_with_run_time_range_names_begin(client):
     with pytest.raises(grpc.RpcError) as e:
         client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'begin'" in e.value.details()
+
+
+# --- What TF's kernels refuse is INVALID_ARGUMENT naming the node and the input or attr at fault -------------------
+
+X23 = np.arange(6, dtype=np.float32).reshape(2, 3)
+F32, I32 = np.float32, np.int32
+SCALAR = np.int32(0).reshape(())
+
+
+def ints(*values):
+    return np.array(values, I32)
+
+
+# id -> (op, inputs, attrs, blamed {"input" or "attr": name}, message pattern, TF refusing the same eagerly)
+REFUSED = {
+    "reshape_to_another_size": ("Reshape", {"tensor": Fed((2, 3)), "shape": ints(4, 2)}, dict(T=F32, Tshape=I32),
+                                {"input": "shape"}, r"has 6 values, which shape \[4, 2\] cannot hold",
+                                lambda: raw.Reshape(tensor=X23, shape=[4, 2])),
+    "reshape_two_unknown_sizes": ("Reshape", {"tensor": Fed((2, 3)), "shape": ints(-1, -1)}, dict(T=F32, Tshape=I32),
+                                  {"input": "shape"}, "but for one -1",
+                                  lambda: raw.Reshape(tensor=X23, shape=[-1, -1])),
+    "transpose_repeated_axis": ("Transpose", {"x": Fed((2, 3)), "perm": ints(0, 0)}, dict(T=F32, Tperm=I32),
+                                {"input": "perm"}, "not a permutation of the 2 dimensions",
+                                lambda: raw.Transpose(x=X23, perm=[0, 0])),
+    "transpose_of_another_rank": ("Transpose", {"x": Fed((2, 3)), "perm": ints(1, 0, 2)}, dict(T=F32, Tperm=I32),
+                                  {"input": "perm"}, "not a permutation", lambda: raw.Transpose(x=X23, perm=[1, 0, 2])),
+    "squeeze_a_dimension_of_3": ("Squeeze", {"input": Fed((2, 3))}, dict(T=F32, squeeze_dims=[1]),
+                                 {"attr": "squeeze_dims"}, "dimension 1 .* is not one of size 1",
+                                 lambda: raw.Squeeze(input=X23, axis=[1])),
+    "expand_dims_at_two_places": ("ExpandDims", {"input": Fed((2, 3)), "dim": ints(0, 1)}, dict(T=F32, Tdim=I32),
+                                  {"input": "dim"}, "must be one value",
+                                  lambda: raw.ExpandDims(input=X23, axis=[0, 1])),
+    "expand_dims_out_of_range": ("ExpandDims", {"input": Fed((2, 3)), "dim": SCALAR + 4}, dict(T=F32, Tdim=I32),
+                                 {"input": "dim"}, r"in \[-3, 2\]", lambda: raw.ExpandDims(input=X23, axis=4)),
+    "fill_with_a_vector": ("Fill", {"dims": ints(2, 2), "value": Fed((2,))}, dict(T=F32, index_type=I32),
+                           {"input": "value"}, "must be a scalar",
+                           lambda: raw.Fill(dims=[2, 2], value=np.ones(2, F32))),
+    "fill_negative_size": ("Fill", {"dims": ints(2, -2), "value": Fed(())}, dict(T=F32, index_type=I32),
+                           {"input": "dims"}, "sizes must be at least 0",
+                           lambda: raw.Fill(dims=[2, -2], value=np.float32(1))),
+    "empty_negative_size": ("Empty", {"shape": ints(2, -1)}, dict(dtype=F32), {"input": "shape"},
+                            "sizes must be at least 0", lambda: raw.Empty(shape=[2, -1], dtype=tf.float32)),
+    "range_delta_0": ("Range", {"start": SCALAR, "limit": SCALAR + 5, "delta": SCALAR}, dict(Tidx=I32),
+                      {"input": "delta"}, "must not be 0", lambda: raw.Range(start=0, limit=5, delta=0)),
+    "range_backwards": ("Range", {"start": SCALAR + 5, "limit": SCALAR, "delta": SCALAR + 1}, dict(Tidx=I32),
+                        {"input": "start"}, r"must be <= 'limit'", lambda: raw.Range(start=5, limit=0, delta=1)),
+    "lin_space_of_none": ("LinSpace", {"start": Fed(()), "stop": np.float32(1), "num": SCALAR}, dict(T=F32, Tidx=I32),
+                          {"input": "num"}, "must be positive",
+                          lambda: raw.LinSpace(start=np.float32(0), stop=np.float32(1), num=0)),
+    "bitcast_wider_without_bytes": ("Bitcast", {"input": Fed((3,), np.uint8)}, dict(T=np.uint8, type=np.int16),
+                                    {"input": "input"}, "needs a last dimension of 2",
+                                    lambda: raw.Bitcast(input=np.ones(3, np.uint8), type=tf.int16)),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=str)
+def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
+    op, inputs, attr_values, blame, match, tf_refuses = REFUSED[case]
+    assert_tf_refuses(tf_refuses)
+    assert_refused(client, op, inputs, blame=blame, match=match, **attr_values)
+
+
+def test_a_cast_to_strings_is_unimplemented(client):
+    """TF has no kernel for it either (UNIMPLEMENTED)."""
+    with pytest.raises(tf.errors.UnimplementedError):
+        raw.Cast(x=X23, DstT=tf.string)
+    assert_refused(client, "Cast", {"x": Fed((2, 3))}, blame={"attr": "DstT"}, code=grpc.StatusCode.UNIMPLEMENTED,
+                   match="a cast from SrcT=float32 to DstT=DT_STRING is not supported", SrcT=F32,
+                   DstT=attrs.OpaqueDType("DT_STRING"))

@@ -189,10 +189,10 @@ def expand_dims(ctx, x, dim, *, T, Tdim=INT32):
 def bitcast(ctx, input, *, T, type):
     """Reinterprets the bytes: a wider type takes the last dimension as its bytes, a narrower one adds it."""
     check_dtype(input, "input", T)
-    if not isinstance(type, np.dtype) or np.issubdtype(type, np.complexfloating) or \
+    if not isinstance(type, np.dtype) or type == bool or np.issubdtype(type, np.complexfloating) or \
             np.issubdtype(T, np.complexfloating):
-        raise Unimplemented(f"a bitcast from {T} to {type} is not supported: XLA bitcasts real types",
-                            attr="type")
+        raise Unimplemented(f"type={type}: a bitcast from T={T} to it is not supported: XLA bitcasts integers and "
+                            "real floats", attr="type")
     ratio = type.itemsize / T.itemsize
     if ratio > 1 and (np.ndim(input) < 1 or input.shape[-1] != ratio):
         raise InvalidArgument(f"input 'input' has shape {list(np.shape(input))}: a bitcast from {T} to {type} needs "
@@ -203,7 +203,8 @@ def bitcast(ctx, input, *, T, type):
 @register_op("Cast", type_attr="DstT")
 def cast(ctx, x, *, SrcT, DstT, Truncate=False):
     if not (isinstance(SrcT, np.dtype) and isinstance(DstT, np.dtype)):
-        raise Unimplemented(f"a cast from {SrcT} to {DstT} is not supported", attr="DstT")
+        raise Unimplemented(f"a cast from SrcT={SrcT} to DstT={DstT} is not supported: XLA casts numbers and bools",
+                            attr="DstT" if isinstance(SrcT, np.dtype) else "SrcT")
     check_dtype(x, "x", SrcT, "SrcT")
     return [jnp.asarray(x).astype(DstT)]
 
