@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax
 from jax._src import compiler as jax_compiler
+from jax._src.lax import linalg as lax_linalg
 from jax._src.lib import xla_client
 
 
@@ -34,5 +35,11 @@ class Program:
 
     @classmethod
     def deserialize(cls, serialized: bytes, device: jax.Device) -> "Program":
+        if device.platform == "cpu":
+            # A program that calls LAPACK (determinants, solves, decompositions) finds its kernels through
+            # pointers that jax binds when it lowers such a call; a process that loads the program without
+            # lowering one (an execution worker, a replica loading from the cache) must bind them first, or
+            # the call jumps to null.
+            lax_linalg.initialize_lapack()
         return cls(device.client.deserialize_executable(serialized, xla_client.DeviceList((device,)),
                                                         compile_options(device)))
