@@ -24,6 +24,7 @@ class RunningServer:
 
     def stop(self):
         self.server.stop(grace=None)
+        self.service.close()  # its execution workers, as `xlacs serve` stops them
 
 
 @pytest.fixture(scope="session", autouse=True)
