@@ -19,7 +19,7 @@ EXPECTED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED, grp
 BUDGET_S = 20  # per seed graph
 MAX_EXAMPLES = 1500
 SEEDS = ("keras_cnn", "loop_and_cond_functional", "loop_and_cond_lowered")
-# A mutated loop may never end, as it would not in TensorFlow, and XLA cannot interrupt a computation (see
+# A mutated loop may never end, as it would not in TensorFlow: it would be stopped only at its deadline (see
 # docs/security.md): graphs with loops are compiled, not run.
 EXECUTED = {"keras_cnn"}
 
