@@ -48,28 +48,23 @@ def serve(args) -> None:
              settings.host, http.port, ", ".join(f"{d.name} ({d.kind})" for d in service.devices.all))
     stop.wait()
     log.info("shutting down: no new calls; %d call(s) in flight get up to %g s to finish",
-             _in_flight(service), settings.shutdown_grace_s)
+             metrics.calls_in_flight(), settings.shutdown_grace_s)
     health.enter_graceful_shutdown()
     app.state.dashboard.draining = True  # /readyz answers 503 while the calls in flight finish
     # The deadline is kept here, not by gRPC's own grace: its timer would cancel the calls at a moment of its
     # own, and a call cut there may end its work before it is counted.
     drained = server.stop(grace=threading.TIMEOUT_MAX)
     if not drained.wait(settings.shutdown_grace_s):
-        cut = _in_flight(service)
+        cut = metrics.calls_in_flight()
         if cut:
             log.warning("%d call(s) still running after %g s were cancelled", cut, settings.shutdown_grace_s)
         server.stop(grace=None)  # cancels every call left; returns once the server has stopped
     http.stop()
     service.close()
     log.info("stopped")
-    if _in_flight(service):
+    if metrics.calls_in_flight():
         # The work of cancelled calls still runs, on threads that would hold the interpreter's exit (it joins
         # them) past any deadline: leave without waiting for them. Execution workers exit with the daemon.
         logging.shutdown()
         os._exit(0)
 
-
-def _in_flight(service: CompilationService) -> int:
-    """Compiles and executions running now, on every device."""
-    return sum(metrics.in_flight(d.name, activity)
-               for d in service.devices.all for activity in ("compile", "execute"))

@@ -20,6 +20,8 @@ COMPILE_SECONDS = Histogram(
 EXECUTE_SECONDS = Histogram(
     "xlacs_execute_seconds", "Time to run an executable, host-device transfers included", ["device"],
     buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60), registry=CORE)
+CALLS_IN_FLIGHT = Gauge("xlacs_calls_in_flight", "Calls admitted by an RPC's gate, waiting or running, whatever "
+                        "their stage (parsing, waiting for a slot, compiling, executing)", ["rpc"], registry=CORE)
 QUEUE_SECONDS = Histogram(
     "xlacs_queue_seconds", "Time a call waited for a slot of its RPC's gate (max_concurrent_compiles, "
     "max_concurrent_executes)", ["rpc"],
@@ -49,6 +51,11 @@ def executing(device: str):
 
 def in_flight(device: str, activity: str) -> int:
     return int(CORE.get_sample_value("xlacs_in_flight", {"device": device, "activity": activity}) or 0)
+
+
+def calls_in_flight() -> int:
+    """Compile, CheckGraph and Execute calls admitted and not yet done, in this process."""
+    return int(sum(s.value for family in CALLS_IN_FLIGHT.collect() for s in family.samples))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -90,6 +90,7 @@ class Gate:
                 raise LimitExceeded(f"{self.rpc} is busy ({self.slots_setting}={self.slots} calls run and "
                                     f"{self.queue} wait)", self.queue_setting, self.queue)
             self._admitted += 1
+            metrics.CALLS_IN_FLIGHT.labels(self.rpc).inc()
         future = self._executor.submit(self._start, call, work)
         future.add_done_callback(self._release)
         future.add_done_callback(lambda _: call.wake.set())
@@ -113,6 +114,7 @@ class Gate:
     def _release(self, _) -> None:
         with self._lock:
             self._admitted -= 1
+            metrics.CALLS_IN_FLIGHT.labels(self.rpc).dec()
 
 
 class Gates:
