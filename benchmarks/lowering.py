@@ -101,7 +101,7 @@ def main():
         "3×3 depthwise conv on 1×112×112×96, SAME padding:", "",
         "| Lowering | median ms |", "| --- | ---: |",
         f"| grouped convolution (feature_group_count = C) | {dw['grouped_ms']:.2f} |",
-        f"| 9 shifted multiply-adds (`server/lower/ops/cpu.py`) | {dw['shifted_ms']:.2f} |", "",
+        f"| 9 shifted multiply-adds (`server/xlacs_server/lower/ops/cpu.py`) | {dw['shifted_ms']:.2f} |", "",
         f"Speed-up **{dw['grouped_ms'] / dw['shifted_ms']:.1f}×**; largest absolute difference "
         f"{dw['max_abs_diff']:.1e}.", "",
         "## MobileNetV2 execute (batch 1, 224×224)", "",

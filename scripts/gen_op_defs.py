@@ -1,4 +1,4 @@
-"""Generates server/graph/op_defs_table.py: the attrs and the inputs of every op TensorFlow registers.
+"""Generates server/xlacs_server/graph/op_defs_table.py: the attrs and the inputs of every op TensorFlow registers.
 
 The daemon checks each NodeDef against its op, as TensorFlow's ValidateNodeDef does (attr kinds, required
 attrs, minimums, the number of inputs), so that a string where an int belongs or a missing input is
@@ -9,7 +9,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OUT = ROOT / "server" / "graph" / "op_defs_table.py"
+OUT = ROOT / "server" / "xlacs_server" / "graph" / "op_defs_table.py"
 
 
 def attr_spec(attr) -> str:

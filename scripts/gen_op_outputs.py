@@ -1,4 +1,4 @@
-"""Generates server/graph/op_outputs_table.py, the output args of every op TensorFlow registers.
+"""Generates server/xlacs_server/graph/op_outputs_table.py, the output args of every op TensorFlow registers.
 
 The daemon must know how many outputs a node has and what their names and dtypes are (FunctionDef
 inputs name outputs as `node:output_arg:index`), without importing TensorFlow. The table is made
@@ -8,7 +8,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OUT = ROOT / "server" / "graph" / "op_outputs_table.py"
+OUT = ROOT / "server" / "xlacs_server" / "graph" / "op_outputs_table.py"
 
 
 def arg_spec(arg, dtype_names) -> str:

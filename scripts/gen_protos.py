@@ -1,4 +1,4 @@
-"""Generates the Python modules and gRPC stubs under client/v1 from protos/. The only way stubs are made."""
+"""Generates the Python modules and gRPC stubs under client/xlacs/v1 from protos/. The only way stubs are made."""
 import pathlib
 import shutil
 import sys
@@ -8,7 +8,7 @@ from grpc_tools import protoc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROTOS = ROOT / "protos"
-OUT = ROOT / "client" / "v1"
+OUT = ROOT / "client" / "xlacs" / "v1"
 
 
 def generate(out_dir: pathlib.Path) -> None:

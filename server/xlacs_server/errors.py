@@ -1,6 +1,6 @@
 """Typed errors of the daemon. Each carries its gRPC status and machine-readable details (google.rpc error
 details: an ErrorInfo naming the error and the node, op, attr or input it is about; a BadRequest field
-violation when the request is at fault); one interceptor maps them (server/rpc/errors.py).
+violation when the request is at fault); one interceptor maps them (server/xlacs_server/rpc/errors.py).
 
 Who is at fault decides the class: the graph or request (INVALID_ARGUMENT), a limit of xlacs (UNIMPLEMENTED,
 RESOURCE_EXHAUSTED), or xlacs itself (INTERNAL: a lowering that fails on a node is a bug of xlacs, never the

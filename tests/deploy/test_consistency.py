@@ -233,11 +233,13 @@ def test_images_install_the_dependencies_of_pyproject_and_the_gpu_extra_matches_
 
 
 def test_the_package_the_images_install_holds_every_package_of_the_source_tree():
-    declared = set(PYPROJECT["tool"]["setuptools"]["packages"])
-    for top, directory in (("xlacs", "client"), ("xlacs_server", "server")):
-        for init in (files.ROOT / directory).rglob("__init__.py"):
-            relative = init.parent.relative_to(files.ROOT / directory).parts
-            assert ".".join((top, *relative)) in declared, init
+    """packages.find installs only folders with an __init__.py, and each source root holds one package."""
+    find = PYPROJECT["tool"]["setuptools"]["packages"]["find"]
+    assert find["where"] == ["server", "client"] and "package-dir" not in PYPROJECT["tool"]["setuptools"]
+    for root, top in (("client", "xlacs"), ("server", "xlacs_server")):
+        assert [p.name for p in (files.ROOT / root).iterdir() if p.is_dir() and p.name != "__pycache__"] == [top]
+        for module in (files.ROOT / root).rglob("*.py"):
+            assert (module.parent / "__init__.py").exists(), module
 
 
 def test_the_build_context_installs_every_module_and_data_file_of_the_source_tree(tmp_path):
@@ -257,9 +259,7 @@ def test_the_build_context_installs_every_module_and_data_file_of_the_source_tre
     installed = set(zipfile.ZipFile(wheel).namelist())
     tracked = subprocess.run(["git", "ls-files", "client", "server"], cwd=files.ROOT, capture_output=True,
                              text=True, check=True).stdout.split()
-    top = {"client": "xlacs", "server": "xlacs_server"}
-    expected = {top[f.split("/", 1)[0]] + "/" + f.split("/", 1)[1] for f in tracked
-                if not f.endswith(".pyi") and (files.ROOT / f).exists()}
+    expected = {f.split("/", 1)[1] for f in tracked if not f.endswith(".pyi") and (files.ROOT / f).exists()}
     assert expected - installed == set()
 
 

@@ -16,7 +16,7 @@ def test_table_is_generated_from_this_tensorflow():
     spec = importlib.util.spec_from_file_location("gen_op_outputs", ROOT / "scripts" / "gen_op_outputs.py")
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
-    assert (ROOT / "server" / "graph" / "op_outputs_table.py").read_text() == generator.render(generator.table()), \
+    assert (ROOT / "server" / "xlacs_server" / "graph" / "op_outputs_table.py").read_text() == generator.render(generator.table()), \
         "run scripts/gen_op_outputs.py"
 
 

@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def test_generated_stubs_are_fresh(tmp_path):
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_protos.py"), str(tmp_path)], check=True)
-    committed = ROOT / "client" / "v1"
+    committed = ROOT / "client" / "xlacs" / "v1"
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == sorted(p.name for p in committed.iterdir() if p.is_file())
     stale = [n for n in names if not filecmp.cmp(tmp_path / n, committed / n, shallow=False)]

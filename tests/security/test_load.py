@@ -32,5 +32,5 @@ def test_docs_list_the_limits_with_their_defaults():
 
 def test_op_defs_table_is_generated_from_this_tensorflow():
     generator = load_script("gen_op_defs")
-    assert (ROOT / "server" / "graph" / "op_defs_table.py").read_text() == generator.render(*generator.tables()), \
+    assert (ROOT / "server" / "xlacs_server" / "graph" / "op_defs_table.py").read_text() == generator.render(*generator.tables()), \
         "run scripts/gen_op_defs.py"
