@@ -5,14 +5,13 @@ from __future__ import annotations
 import itertools
 import pathlib
 import shutil
-import socket
 import subprocess
 import time
 
 import redis
 
 from xlacs import Client
-from xlacs_server.daemon_process import DaemonProcess
+from xlacs_server.daemon_process import DaemonProcess, free_port
 
 CACHE_SECRET = "benchmark-cache-secret-of-more-than-16-bytes"
 # Sized for the benchmark's clients rather than for production: 64 concurrent Execute calls must queue, not
@@ -20,12 +19,6 @@ CACHE_SECRET = "benchmark-cache-secret-of-more-than-16-bytes"
 SERVE_ENV = {"XLACS_WORKERS": "128", "XLACS_EXECUTE_QUEUE": "96", "XLACS_MAX_INPUT_BYTES": str(1 << 30),
              "XLACS_HTTP_PORT": "0", "XLACS_CACHE_DIR": ""}
 _logs = itertools.count()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RedisServer:

@@ -15,7 +15,6 @@ import json
 import pathlib
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -74,13 +73,9 @@ def in_fresh_process(graph: pathlib.Path, meta: dict, redis_url: str, compiles: 
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_redis(directory: pathlib.Path) -> tuple[subprocess.Popen, str]:
+    from xlacs_server.daemon_process import free_port
+
     port = free_port()
     process = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
                                 "--save", "", "--appendonly", "no", "--dir", str(directory)],

@@ -6,11 +6,20 @@ import os
 import pathlib
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 from xlacs import Client
+
+
+def free_port() -> int:
+    """A loopback port free now, for a child that must be told its port (redis-server, a daemon's dashboard)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
 
 STARTED = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+) and the dashboard on http://[^:]+:(\d+)")
 

@@ -6,7 +6,6 @@ import itertools
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import time
 
@@ -18,17 +17,11 @@ import tensorflow as tf
 from xlacs import Client, dtypes
 from xlacs.freeze import FrozenGraph, freeze
 from xlacs_server.config import Settings
-from xlacs_server.daemon_process import DaemonProcess
+from xlacs_server.daemon_process import DaemonProcess, free_port
 from xlacs_server.service import CompilationService, CompileSpec
 
 SECRET = "a-test-secret-of-more-than-16-bytes"
 _names = itertools.count()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RedisServer:

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.cache.conftest import SECRET, Graph, dense_graph, free_port, settings
+from tests.cache.conftest import SECRET, Graph, dense_graph, settings
 from xlacs.freeze import freeze
 from xlacs_server.cache.entry import decode, encode
 from xlacs_server.cache.redis_store import BACKOFF_MAX_S
 from xlacs_server.cache.secret import CacheConfigError, generated_secret_path, secret_id
+from xlacs_server.daemon_process import free_port
 from xlacs_server.errors import Cancelled
 from xlacs_server.service import CompilationService
 

@@ -5,7 +5,6 @@ import contextlib
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,9 @@ import grpc
 import numpy as np
 
 from tests.graphs import GraphBuilder
+from xlacs_server.daemon_process import free_port
 
 VENV_BIN = pathlib.Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def process_environment(env: dict[str, str]) -> dict[str, str]:

@@ -6,9 +6,10 @@ import grpc
 import jax
 import pytest
 
-from tests.deploy.daemon import double_graph, free_port, process_environment
+from tests.deploy.daemon import double_graph, process_environment
 from xlacs.cli import build_parser
 from xlacs_server.config import Settings
+from xlacs_server.daemon_process import free_port
 from xlacs_server.errors import DeviceUnavailable, InvalidRequest
 from xlacs_server.execute.devices import enumerate_devices, parse_name
 from xlacs_server.main import settings_from_args

@@ -12,8 +12,9 @@ import pytest
 import redis
 
 from tests.deploy import files
-from tests.deploy.daemon import Daemon, double_graph, free_port, process_environment
+from tests.deploy.daemon import Daemon, double_graph, process_environment
 from xlacs import Client
+from xlacs_server.daemon_process import free_port
 
 
 @pytest.fixture(scope="module")
