@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import threading
+import time
 from typing import Callable
 
 import jax
@@ -75,16 +76,19 @@ class WorkerPool:
         """The outputs of `executable_id` on `inputs`; `load()` gives what a worker that lacks the program loads
         (the serialized program and its weights). Past `timeout_s` the worker is killed and the call is
         DEADLINE_EXCEEDED, `why` naming the limit."""
+        # The limit runs from now, whatever a worker's start or a load costs first.
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        left = lambda: None if end is None else max(0.0, end - time.monotonic())  # noqa: E731
         worker = self._take()
         run = frames.encode({"op": "run", "id": executable_id, "inputs": frames.array_specs(inputs)},
                             frames.array_bytes(inputs))
         try:
-            header, buffers = worker.call(run, timeout_s)
+            header, buffers = worker.call(run, left())
             if header.get("missing"):
                 serialized, weights = load()
                 worker.call(frames.encode({"op": "load", "id": executable_id, "weights": frames.array_specs(weights)},
-                                          [serialized, *frames.array_bytes(weights)]), None)
-                header, buffers = worker.call(run, timeout_s)
+                                          [serialized, *frames.array_bytes(weights)]), left())
+                header, buffers = worker.call(run, left())
         except TimeoutError:
             self._replace(worker, "killed")
             raise DeadlineExceeded(f"the execution ran past {why}; its worker process was stopped, and the next "
