@@ -12,9 +12,9 @@ import tensorflow as tf
 from benchmarks.models import Model
 from xlacs import dtypes
 from xlacs_server.compile.compiler import compile_graph
-from xlacs_server.compile.weights import weight_values
 from xlacs_server.passes.registry import run_pipeline
 from xlacs_server.service import CompilationService, CompileSpec, no_checkpoint
+from xlacs_server.unit.weights import weight_values
 
 Call = Callable[..., list[np.ndarray]]
 # Each first-call measurement builds a new jit_compile function on purpose; TF warns of the retracing.

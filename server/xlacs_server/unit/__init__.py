@@ -1,0 +1,2 @@
+"""Stage 2: the compile unit. A request's GraphDef and signature become the graph the compiler takes: feeds and
+fetches checked against the graph, resource variables bound as inputs, weights lifted to parameters."""
