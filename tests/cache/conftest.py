@@ -1,79 +1,22 @@
-"""A real redis-server on a free port (a test fails, never skips, when it cannot start), `xlacs serve`
-subprocesses, and small frozen graphs."""
+"""Settings with the test secret, `xlacs serve` subprocesses, and small frozen graphs (the redis-server fixtures
+are in tests/conftest.py)."""
 from __future__ import annotations
 
 import itertools
 import os
 import pathlib
-import shutil
-import subprocess
-import time
 
 import numpy as np
-import pytest
-import redis
 import tensorflow as tf
 
 from xlacs import Client, dtypes
 from xlacs.freeze import FrozenGraph, freeze
 from xlacs_server.config import Settings
-from xlacs_server.daemon_process import DaemonProcess, free_port
+from xlacs_server.daemon_process import DaemonProcess
 from xlacs_server.service import CompilationService, CompileSpec
 
 SECRET = "a-test-secret-of-more-than-16-bytes"
 _names = itertools.count()
-
-
-class RedisServer:
-    """redis-server without persistence: a restart comes back empty, as after a crash."""
-
-    def __init__(self, directory: pathlib.Path):
-        self.binary = shutil.which("redis-server")
-        if self.binary is None:
-            pytest.fail("redis-server is not installed: scripts/test installs it (apt package redis-server)")
-        self.directory = directory
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-        self.start()
-
-    def start(self) -> None:
-        log = open(self.directory / "redis.log", "a")
-        self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.directory)], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if self.client().ping():
-                    return
-            except redis.ConnectionError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"redis-server did not start on port {self.port}:\n"
-                            f"{(self.directory / 'redis.log').read_text()}")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait()
-
-    def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url, socket_timeout=5)
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path)
-    yield server
-    server.kill()
-
-
-@pytest.fixture(scope="module")
-def module_redis(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.kill()
 
 
 def settings(**overrides) -> Settings:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.cache.conftest import RedisServer, settings
+from tests.cache.conftest import settings
 from tests.conftest import RunningServer
 from tests.oracle import assert_close, compile_and_compare
 from xlacs import Client, dtypes
@@ -52,18 +52,16 @@ def frozen_model(dtype: np.dtype, kept_seed: int = 1, weight_seed: int = 2):
 
 
 @pytest.fixture(scope="module")
-def daemons(tmp_path_factory):
+def daemons(tmp_path_factory, module_redis):
     """Per persistent tier, two daemons that share it: a directory, or a Redis."""
-    redis = RedisServer(tmp_path_factory.mktemp("redis"))
     directory = tmp_path_factory.mktemp("dtype-cache")
     running = {"disk": [RunningServer(settings(cache_dir=str(directory), lift_threshold_bytes=LIFT_BYTES))
                         for _ in range(2)],
-               "l2": [RunningServer(settings(redis_url=redis.url, lift_threshold_bytes=LIFT_BYTES))
+               "l2": [RunningServer(settings(redis_url=module_redis.url, lift_threshold_bytes=LIFT_BYTES))
                       for _ in range(2)]}
     yield running
     for server in running["disk"] + running["l2"]:
         server.stop()
-    redis.kill()
 
 
 def compile_and_run(server: RunningServer, frozen: FrozenGraph, x: np.ndarray):

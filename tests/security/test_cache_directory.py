@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.cache.conftest import SECRET, RedisServer, settings
+from tests.cache.conftest import SECRET, settings
 from xlacs import freeze
 from xlacs_server.cache.entry import decode, encode
 from xlacs_server.cache.secret import CacheConfigError, generated_secret_path
@@ -54,7 +54,7 @@ def test_a_secret_and_entry_planted_in_the_directory_never_run(cache_dir):
     victim = CompilationService(settings(cache_dir=str(cache_dir)))
     assert run(victim, target)[0] == "miss"
     (name,) = entry_files(cache_dir)
-    key = victim.l1.values()[0].key
+    key = victim.tiers.l1.values()[0].key
     # The attacker compiles their program in a directory of their own under a secret of their own, signs that
     # entry for the target's key, and puts the secret where a directory tier used to keep its own.
     attacker_dir = cache_dir.parent / "attacker"
@@ -125,17 +125,13 @@ def test_the_generated_secret_lives_outside_the_directory(cache_dir):
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and stat.S_IMODE(secret.parent.stat().st_mode) == 0o700
 
 
-def test_two_secrets_share_one_redis_without_overwriting_each_other(tmp_path):
-    redis = RedisServer(tmp_path)
-    try:
-        specs = [spec_of(lambda x, k=k: x * float(k)) for k in range(3)]
-        for secret in (SECRET, SECRET + "-of-the-other-deployment"):
-            writer = CompilationService(settings(redis_url=redis.url, cache_secret=secret))
-            for spec in specs:
-                writer.compile(spec)
-        for secret in (SECRET, SECRET + "-of-the-other-deployment"):
-            reader = CompilationService(settings(redis_url=redis.url, cache_secret=secret))
-            assert [run(reader, spec)[0] for spec in specs] == ["l2"] * 3
-            assert {t.tier: t.stats for t in reader.tiers}["l2"].rejected == 0
-    finally:
-        redis.kill()
+def test_two_secrets_share_one_redis_without_overwriting_each_other(redis_server):
+    specs = [spec_of(lambda x, k=k: x * float(k)) for k in range(3)]
+    for secret in (SECRET, SECRET + "-of-the-other-deployment"):
+        writer = CompilationService(settings(redis_url=redis_server.url, cache_secret=secret))
+        for spec in specs:
+            writer.compile(spec)
+    for secret in (SECRET, SECRET + "-of-the-other-deployment"):
+        reader = CompilationService(settings(redis_url=redis_server.url, cache_secret=secret))
+        assert [run(reader, spec)[0] for spec in specs] == ["l2"] * 3
+        assert {t.tier: t.stats for t in reader.tiers}["l2"].rejected == 0

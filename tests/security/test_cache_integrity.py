@@ -5,20 +5,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.cache.conftest import SECRET, RedisServer, settings
+from tests.cache.conftest import SECRET, settings
 from xlacs import freeze
 from xlacs_server.cache.entry import decode, encode
 from xlacs_server.cache.secret import secret_id
 from xlacs_server.service import CompilationService, CompileSpec
 
 KEY_PREFIX = f"xlacs:entry:{secret_id(SECRET.encode())}."  # entries live under their secret's id
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path)
-    yield server
-    server.kill()
 
 
 def frozen(fn):
