@@ -20,7 +20,7 @@ from xlacs_server.cache.memory import MemoryCache
 from xlacs_server.cache.persistent import open_tier
 from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, code_identity, compile_options_identity,
                                             device_identity, runtime_identity)
-from xlacs_server.compile.compiler import TensorSig, compile_graph
+from xlacs_server.compile.compiler import compile_graph
 from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
@@ -36,6 +36,7 @@ from xlacs_server.lower import check, limits
 from xlacs_server.lower import ops  # noqa: F401  (registers the lowerings)
 from xlacs_server.lower.variables import INPUT_PREFIX as VARIABLE_PREFIX, bind_variables, is_variable, variable_name
 from xlacs_server.passes.registry import run_pipeline
+from xlacs_server.tensor_sig import TensorSig
 from xlacs_server.unit.weights import canonical_order, lift_weights, weight_values
 
 log = logging.getLogger(__name__)

@@ -14,12 +14,12 @@ from xlacs_server.cache.disk import DiskStore
 from xlacs_server.cache.entry import Entry, RejectedEntry, decode, encode
 from xlacs_server.cache.redis_store import RedisStore
 from xlacs_server.cache.secret import cache_secret, secret_id
-from xlacs_server.compile.compiler import TensorSig
 from xlacs_server.config import Settings
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.executable import Executable
 from xlacs_server.execute.program import Program
 from xlacs_server.passes.registry import PassRecord
+from xlacs_server.tensor_sig import TensorSig
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ import time
 import jax
 import numpy as np
 
-from xlacs_server.compile.compiler import TensorSig
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.program import Program
+from xlacs_server.tensor_sig import TensorSig
 
 
 @dataclasses.dataclass
