@@ -12,9 +12,10 @@ def rescale_weights(model: tf.keras.Model, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     for layer in model.layers:
         if isinstance(layer, tf.keras.layers.BatchNormalization):
-            gamma, beta, mean, var = layer.get_weights()
-            layer.set_weights([rng.uniform(0.8, 1.2, gamma.shape), rng.normal(0, 0.1, beta.shape),
-                               rng.normal(0, 0.1, mean.shape), rng.uniform(0.5, 1.5, var.shape)])
+            # gamma and beta are there unless the layer has scale=False or center=False (InceptionV3: no gamma).
+            shape = layer.get_weights()[-1].shape
+            layer.set_weights([rng.uniform(0.8, 1.2, shape)] * layer.scale + [rng.normal(0, 0.1, shape)] * layer.center
+                              + [rng.normal(0, 0.1, shape), rng.uniform(0.5, 1.5, shape)])
             continue
         weights = []
         for w in layer.get_weights():
@@ -28,7 +29,6 @@ def rescale_weights(model: tf.keras.Model, seed: int = 0) -> None:
             layer.set_weights([w.astype(np.float32) for w in weights])
 
 
-@functools.lru_cache(maxsize=None)
 @functools.lru_cache(maxsize=None)
 def keras_application(name: str, input_shape: tuple, seed: int = 0) -> tf.keras.Model:
     """tf.keras.applications.<name> with weights=None, no classifier activation, and re-scaled weights."""

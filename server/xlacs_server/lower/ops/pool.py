@@ -51,11 +51,22 @@ def max_pool(x, ksize, strides, pads):
 
 
 def avg_pool(x, ksize, strides, pads):
-    zero = np.zeros((), x.dtype)
-    total = lax.reduce_window(x, zero, lax.add, ksize, strides, pads)
-    # TF averages over the window's elements inside the input, not the padding.
-    count = lax.reduce_window(np.ones(x.shape, x.dtype), zero, lax.add, ksize, strides, pads)
-    return total / count
+    total = lax.reduce_window(x, np.zeros((), x.dtype), lax.add, ksize, strides, pads)
+    return total / window_counts(x.shape, ksize, strides, pads).astype(x.dtype)
+
+
+def window_counts(shape, ksize, strides, pads) -> np.ndarray:
+    """How many elements of the input, not of its padding, each window covers (TF averages over those), shaped
+    to broadcast against the pooled output. Computed here: as a reduce_window over a constant, XLA would fold
+    it at compile time, which takes seconds on large inputs. The counts are a product of per-dimension counts,
+    so only the dimensions where windows reach into padding take space."""
+    count = np.ones([1] * len(shape), np.int64)
+    for axis, (n, k, s, (before, after)) in enumerate(zip(shape, ksize, strides, pads)):
+        starts = np.arange(0, n + before + after - k + 1, s) - before
+        along = np.minimum(starts + k, n) - np.maximum(starts, 0)
+        count = count * (along.reshape([-1 if a == axis else 1 for a in range(len(shape))])
+                         if along.min() != along.max() else along[:1].reshape([1] * len(shape)))
+    return count
 
 
 def window_argmax(x, ksize, strides, pads):
