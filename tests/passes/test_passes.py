@@ -6,15 +6,38 @@ import xlacs_server.service  # noqa: F401  (registers passes and lowerings)
 from tests.graphs import GraphBuilder
 from xlacs_server.errors import InvalidNode, UnsupportedOps
 from xlacs_server.graph.ir import Endpoint
-from xlacs_server.passes import constant_fold, cse, infer_shapes, mark_for_compilation, prune, remove_identities
+from xlacs_server.passes import (
+    constant_fold, cse, infer_shapes, mark_for_compilation, prune, registry, remove_identities)
 from xlacs_server.passes.registry import Grouping, pipeline, register_pass
 
+# The pipeline as README.md's Passes step describes it, in run order.
+PIPELINE = [
+    ("POST_IMPORT", "prune"), ("POST_IMPORT", "function_call_nodes"), ("POST_IMPORT", "functionalize_control_flow"),
+    ("POST_IMPORT", "inline_calls"),
+    ("OPTIMIZATION", "mark_for_compilation"), ("OPTIMIZATION", "remove_identities"), ("OPTIMIZATION", "constant_fold"),
+    ("OPTIMIZATION", "cse"), ("OPTIMIZATION", "dce"),
+    ("PRE_LOWERING", "infer_shapes"),
+]
 
-def test_pipeline_runs_groupings_then_phases_in_order():
-    passes = pipeline()
-    keys = [(p.grouping, p.phase) for p in passes]
-    assert keys == sorted(keys)
-    assert passes[0].name == "prune"
+
+def test_the_pipeline_runs_the_documented_passes_in_order():
+    assert [(p.grouping.name, p.name) for p in pipeline()] == PIPELINE
+
+
+def test_grouping_then_phase_order_the_passes_and_registration_order_breaks_ties(monkeypatch):
+    monkeypatch.setattr(registry, "_PASSES", [])  # a scratch registry: the real one is back after the test
+    registered = [("late", Grouping.PRE_LOWERING, 0), ("zeta", Grouping.OPTIMIZATION, 20),
+                  ("early", Grouping.POST_IMPORT, 30), ("middle", Grouping.OPTIMIZATION, 10),
+                  ("alpha", Grouping.OPTIMIZATION, 20)]  # a tie: registered after zeta, so it runs after zeta
+    for name, grouping, phase in registered:
+        def unchanged(graph):
+            return graph
+        unchanged.__name__ = name
+        register_pass(grouping, phase)(unchanged)
+    assert [p.name for p in pipeline()] == ["early", "middle", "zeta", "alpha", "late"]
+
+
+def test_a_pass_registered_twice_is_refused():
     with pytest.raises(RuntimeError, match="registered twice"):
         register_pass(Grouping.OPTIMIZATION, 99)(prune.prune)
 
