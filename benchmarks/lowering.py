@@ -18,6 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.models.keras_models import frozen_keras  # noqa: E402
+from xlacs_server import unit  # noqa: E402
 from xlacs_server.compile.compiler import compile_graph  # noqa: E402
 from xlacs_server.config import Settings  # noqa: E402
 from xlacs_server.lower.ops.conv import convolve  # noqa: E402
@@ -50,9 +51,9 @@ def depthwise(repeats: int) -> dict:
 
 def program_for(service, frozen, platform_rules: str):
     """Compiles the frozen model on the CPU device with the lowering rules of `platform_rules`."""
-    spec = CompileSpec(frozen.graph_def, [(n, 1, s) for n, (_, s) in frozen.feeds.items()], frozen.fetches)
+    feeds = [(n, 1, s) for n, (_, s) in frozen.feeds.items()]
     device = service.devices.resolve("cpu:0")
-    graph, _ = service.compile_unit(spec, device)
+    graph = unit.build(frozen.graph_def, feeds, frozen.fetches, service.settings, device.platform).graph
     graph, _ = run_pipeline(graph.replace(platform=platform_rules))
     return graph, compile_graph(graph, device, no_checkpoint)
 

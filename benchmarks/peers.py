@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from benchmarks.models import Model
 from xlacs import dtypes
+from xlacs_server import unit
 from xlacs_server.compile.compiler import compile_graph
 from xlacs_server.passes.registry import run_pipeline
 from xlacs_server.service import CompilationService, CompileSpec, no_checkpoint
@@ -77,7 +78,7 @@ def in_process_jax(service: CompilationService, model: Model) -> Call:
     process the way the server's Execute calls it: the service overhead is xlacs against this."""
     spec = compile_spec(model)
     device = service.devices.resolve("")
-    graph, _ = service.compile_unit(spec, device)
+    graph = unit.build(spec.graph_def, spec.feeds, spec.fetches, service.settings, device.platform).graph
     graph, _ = run_pipeline(graph)
     program = compile_graph(graph, device, no_checkpoint).compiled
     weights = [jax.device_put(v, device.device) for v in weight_values(graph)]

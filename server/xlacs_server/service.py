@@ -1,4 +1,4 @@
-"""The compile/execute core behind the RPCs: request -> graph -> passes -> lowering -> PJRT -> cache."""
+"""The compile/execute core behind the RPCs: request -> compile unit -> passes -> lowering -> PJRT -> cache."""
 from __future__ import annotations
 
 import collections
@@ -13,16 +13,16 @@ from typing import Callable
 
 import numpy as np
 
-from xlacs import dtypes
 from xlacs_server import metrics
 from xlacs_server import passes  # noqa: F401  (registers the passes)
+from xlacs_server import unit
 from xlacs_server.cache.memory import MemoryCache
 from xlacs_server.cache.persistent import open_tier
 from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, code_identity, compile_options_identity,
                                             device_identity, runtime_identity)
 from xlacs_server.compile.compiler import compile_graph
 from xlacs_server.config import Settings
-from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, echoed
+from xlacs_server.errors import LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers, has_loops
@@ -30,22 +30,22 @@ from xlacs_server.execute.weights import WeightStore
 from xlacs_server.graph import limits as graph_limits
 from xlacs_server.graph.fingerprint import fingerprint
 from xlacs_server.graph.importer import graph_text, import_graph
-from xlacs_server.graph.ir import Endpoint, Graph, Node
-from xlacs_server.graph.op_outputs import output_dtype
+from xlacs_server.graph.ir import Graph
 from xlacs_server.lower import check, limits
 from xlacs_server.lower import ops  # noqa: F401  (registers the lowerings)
-from xlacs_server.lower.variables import INPUT_PREFIX as VARIABLE_PREFIX, bind_variables, is_variable, variable_name
 from xlacs_server.passes.registry import run_pipeline
 from xlacs_server.tensor_sig import TensorSig
-from xlacs_server.unit.weights import canonical_order, lift_weights, weight_values
+from xlacs_server.unit.signature import Feed
+from xlacs_server.unit.weights import weight_values
 
 log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
 class CompileSpec:
+    """A Compile request: the GraphDef and its signature, the device to compile for, the executable's name."""
     graph_def: bytes
-    feeds: list[tuple[str, int, tuple[int, ...]]]  # (name, TF DataType, shape)
+    feeds: list[Feed]
     fetches: list[str]
     device: str = ""
     graph_name: str = ""
@@ -150,7 +150,8 @@ class CompilationService:
         watch = Stopwatch(checkpoint, slot)
         device = self.devices.resolve(spec.device)
         with watch.stage("parse"):
-            graph, inputs = self.compile_unit(spec, device)
+            compile_unit = unit.build(spec.graph_def, spec.feeds, spec.fetches, self.settings, device.platform)
+        graph, inputs = compile_unit.graph, compile_unit.inputs
         with watch.stage("key"):
             key = cache_key(self.ingredients(graph, inputs, device))
         executable, tier = self.l1.get(key), self.l1.tier
@@ -160,21 +161,11 @@ class CompilationService:
             loaded = self._bind(executable, graph, inputs, device)
         return CompileResult(loaded, tier, watch.ms)
 
-    def compile_unit(self, spec: CompileSpec, device: DeviceRef) -> tuple[Graph, list[TensorSig]]:
-        """The request's graph with its signature, variables, target platform and lifted weights; the input
-        signature (the feeds, then the variables)."""
-        graph = with_signature(import_graph(spec.graph_def, self.settings), spec)
-        graph = bind_variables(graph.replace(platform=device.platform), canonical_order(graph))
-        graph = lift_weights(graph, self.settings.lift_threshold_bytes, self.settings.lift_min_float_elements)
-        feeds = [TensorSig(str(e), dtype, shape) for e, (dtype, shape) in zip(graph.feeds, graph.feed_specs)]
-        variables = [TensorSig(VARIABLE_PREFIX + variable_name(graph.nodes[e.node]), dtype, shape)
-                     for e, (dtype, shape) in zip(graph.variables, graph.variable_specs)]
-        return graph, feeds + variables
-
     @within_limits
     def dump_passes(self, spec: CompileSpec) -> list[tuple[str, str]]:
         """(label, pbtxt) of the graph after each pass, for `xlacs compile --dump-graphs`."""
-        graph, _ = self.compile_unit(spec, self.devices.resolve(spec.device))
+        device = self.devices.resolve(spec.device)
+        graph = unit.build(spec.graph_def, spec.feeds, spec.fetches, self.settings, device.platform).graph
         dumps = []
         run_pipeline(graph, lambda label, g: dumps.append((label, graph_text(g))))
         return dumps
@@ -337,44 +328,3 @@ class CompilationService:
         nodes = [*check.graph_calls(graph), *check.function_nodes(graph)]
         return histogram, check.unsupported_ops(nodes, self.devices.resolve(device).platform), \
             len(graph.nodes)
-
-
-def with_signature(graph: Graph, spec: CompileSpec) -> Graph:
-    """The graph with the request's feeds and fetches, after checking that they name real tensors."""
-    feeds = [Endpoint.parse(name) for name, _, _ in spec.feeds]
-    fetches = [Endpoint.parse(name) for name in spec.fetches]
-    if not fetches:
-        raise InvalidRequest("the request has no fetches: name at least one node:index to compute")
-    duplicates = sorted({str(e) for e in feeds if feeds.count(e) > 1})
-    if duplicates:
-        raise InvalidRequest(f"feed(s) {duplicates} are given more than once")
-    for kind, endpoints in (("feed", feeds), ("fetch", fetches)):
-        for e in endpoints:
-            if e.node not in graph.nodes:
-                raise InvalidRequest(f"{kind} {str(e)!r} names node {e.node!r}, which is not in the graph")
-    for e, (name, dtype, shape) in zip(feeds, spec.feeds):
-        if any(d < 0 for d in shape):
-            raise InvalidRequest(f"feed {name!r} has shape {list(shape)}: every dimension must be static and >= 0")
-        limits.check_shape(f"feed {name!r}", shape)
-        node = graph.nodes[e.node]
-        if not is_variable(node):
-            check_feed(node, e.index, name, dtypes.to_numpy(dtype), shape)
-    return graph.replace(feeds=feeds, fetches=fetches,
-                         feed_specs=[(dtypes.to_numpy(dtype), tuple(shape)) for _, dtype, shape in spec.feeds])
-
-
-def check_feed(node: Node, index: int, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> None:
-    """As TF feeds: a feed has the dtype of the tensor it replaces, and a shape that tensor's static shape
-    admits (a placeholder's shape attr, a constant's value)."""
-    try:
-        declared = output_dtype(node, index)
-    except ValueError as e:
-        raise InvalidRequest(f"feed {name!r}: {e}") from None
-    if isinstance(declared, np.dtype) and declared != dtype:
-        raise InvalidRequest(f"feed {name!r} is declared {dtype} but {node.op.lower()} {node.name!r} has dtype "
-                             f"{declared}")
-    static = node.attrs.get("shape") if node.op in ("Placeholder", "PlaceholderWithDefault") else \
-        np.shape(node.attrs["value"]) if node.op == "Const" else None
-    if static is not None and (len(static) != len(shape) or any(d >= 0 and d != s for d, s in zip(static, shape))):
-        raise InvalidRequest(f"feed {name!r} has shape {list(shape)} but {node.op.lower()} {node.name!r} has shape "
-                             f"{list(static)}")

@@ -21,7 +21,7 @@ import xlacs_server
 from tests.cache.conftest import settings
 from xlacs import dtypes
 from xlacs.freeze import freeze
-from xlacs_server import service as service_module, version
+from xlacs_server import service as service_module, unit, version
 from xlacs_server.compile import cache_key as cache_key_module
 from xlacs_server.compile.cache_key import cache_key, source_digest
 from xlacs_server.lower.registry import registrations
@@ -50,8 +50,8 @@ def service():
 
 def ingredients(service, request: CompileSpec, device=None) -> dict[str, str]:
     device = device or service.devices.resolve("")
-    graph, inputs = service.compile_unit(request, device)
-    listed = service.ingredients(graph, inputs, device)
+    compile_unit = unit.build(request.graph_def, request.feeds, request.fetches, service.settings, device.platform)
+    listed = service.ingredients(compile_unit.graph, compile_unit.inputs, device)
     assert [name for name, _ in listed] == INGREDIENTS
     return dict(listed)
 

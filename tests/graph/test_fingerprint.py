@@ -85,17 +85,14 @@ def test_sensitive_to_signature(client):
 
 
 def test_sensitive_to_device_kind(server):
+    from xlacs_server import unit
     from xlacs_server.compile.cache_key import cache_key
     from xlacs_server.execute.devices import DeviceRef
     service = server.service
     cpu = service.devices.resolve("cpu:0")
     gpu_like = DeviceRef("gpu:0", "gpu", "NVIDIA A100", cpu.device)
-    from xlacs_server.service import CompileSpec, with_signature
-    from xlacs_server.config import Settings
-    from xlacs_server.graph.importer import import_graph
-    graph = with_signature(import_graph(base_graph(), Settings()), CompileSpec(base_graph(), [("x:0", 1, (1, 8, 8, 3))],
-                                                                            ["out:0"]))
-    keys = {cache_key(service.ingredients(graph, [], d)) for d in (cpu, gpu_like)}
+    compile_unit = unit.build(base_graph(), [("x:0", 1, (1, 8, 8, 3))], ["out:0"], service.settings, cpu.platform)
+    keys = {cache_key(service.ingredients(compile_unit.graph, compile_unit.inputs, d)) for d in (cpu, gpu_like)}
     assert len(keys) == 2
 
 

@@ -11,8 +11,8 @@ from tests.conftest import RunningServer
 from tests.oracle import assert_close, compile_and_compare
 from xlacs import Client, dtypes
 from xlacs.freeze import FrozenGraph, freeze
+from xlacs_server import unit
 from xlacs_server.graph.fingerprint import fingerprint
-from xlacs_server.service import CompilationService, CompileSpec
 
 LIFT_BYTES = 128  # the daemons here lift any constant this big, so that every dtype has a weight
 WEIGHT_SHAPE = (32, 4)  # >= 128 bytes in every dtype; >= 16 elements, so floats are lifted anyway
@@ -97,13 +97,12 @@ def test_each_dtype_compiles_caches_reloads_and_matches_tf(daemons, tier, dtype)
 
 @DTYPES
 def test_kept_constant_values_enter_the_fingerprint_and_lifted_ones_only_by_dtype_and_shape(dtype):
-    service = CompilationService(settings(lift_threshold_bytes=LIFT_BYTES))
+    lifting = settings(lift_threshold_bytes=LIFT_BYTES)
 
     def print_of(**seeds) -> str:
         frozen = frozen_model(dtype, **seeds)[1]
-        spec = CompileSpec(frozen.graph_def, [(n, dtypes.from_numpy(d), s) for n, (d, s) in frozen.feeds.items()],
-                           frozen.fetches)
-        graph, _ = service.compile_unit(spec, service.devices.resolve(""))
+        feeds = [(n, dtypes.from_numpy(d), s) for n, (d, s) in frozen.feeds.items()]
+        graph = unit.build(frozen.graph_def, feeds, frozen.fetches, lifting, "cpu").graph
         assert [graph.nodes[e.node].attrs["value"].shape for e in graph.params] == [WEIGHT_SHAPE]
         return fingerprint(graph)
 

@@ -1,1 +1,1 @@
-"""Stage 4: compile the lowered program through PJRT, keyed for the cache."""
+"""Stage 5: compile the lowered program through PJRT, keyed for the cache."""

@@ -12,8 +12,8 @@ from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.program import Program
 from xlacs_server.graph.ir import Graph
 from xlacs_server.lower.engine import argument_specs, build_program
-from xlacs_server.lower.variables import INPUT_PREFIX as VARIABLE_PREFIX
 from xlacs_server.tensor_sig import TensorSig
+from xlacs_server.unit.variables import INPUT_PREFIX as VARIABLE_PREFIX
 from xlacs_server.unit.weights import weight_values
 
 

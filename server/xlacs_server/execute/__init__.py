@@ -1,1 +1,1 @@
-"""Stage 5: the PJRT devices and running compiled executables on them."""
+"""Stage 6: the PJRT devices and running compiled executables on them."""

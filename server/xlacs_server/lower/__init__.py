@@ -1,2 +1,2 @@
-"""Stage 3: tf2xla-style lowering. Each TF op has a registered rule, run as symbolic execution over
+"""Stage 4: tf2xla-style lowering. Each TF op has a registered rule, run as symbolic execution over
 values that are either concrete numpy constants or traced JAX values; the traced program becomes StableHLO."""

@@ -1,4 +1,4 @@
-"""Stage 2: graph passes, registered by grouping and phase as in TF's OptimizationPassRegistry.
+"""Stage 3: graph passes, registered by grouping and phase as in TF's OptimizationPassRegistry.
 Importing this package registers them all."""
 from xlacs_server.passes import (  # noqa: F401
     constant_fold, cse, function_calls, functionalize, infer_shapes, inline, mark_for_compilation, prune,

@@ -1,1 +1,1 @@
-"""Stage 6: the gRPC surface. Servicers only translate protos; one interceptor maps errors to statuses."""
+"""Stage 7: the gRPC surface. Servicers only translate protos; one interceptor maps errors to statuses."""
