@@ -51,6 +51,9 @@ class Settings:
     max_loaded: int = 1024  # executable ids (program + weights bindings) kept loaded, LRU
     max_weight_bytes: int = 4 * GIB  # device-resident weights of the loaded ids; the least recently used go
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
+    # XLA debug options set on every compile, `name=value` (e.g. xla_cpu_use_onednn=true); checked at start and
+    # part of the cache key (compile/xla_options.py). XLA_FLAGS in the environment is checked at start too.
+    xla_options: tuple[str, ...] = ()
     # The cache tier behind L1 (docs/cache.md): Redis when redis_url is set, else this directory ("" for none).
     redis_url: str = ""
     cache_dir: str = "~/.cache/xlacs"

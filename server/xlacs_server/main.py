@@ -5,6 +5,7 @@ import signal
 import threading
 
 from xlacs_server import metrics
+from xlacs_server.compile import xla_options
 from xlacs_server.config import Settings
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
@@ -36,6 +37,7 @@ def serve(args) -> None:
         signal.signal(sig, lambda *_: stop.set())
     settings = settings_from_args(args)
     try:
+        xla_options.check_xla_flags()  # before this process starts XLA, which aborts on a bad flag
         service = CompilationService(settings)
         server, port, health = create_server(service, f"{settings.host}:{settings.port}")
     except (XlacsError, ValueError, OSError) as e:  # e.g. an absent device, a TLS file: say what, no traceback

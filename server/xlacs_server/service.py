@@ -20,6 +20,7 @@ from xlacs_server.cache.memory import MemoryCache
 from xlacs_server.cache.persistent import open_tier
 from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, code_identity, compile_options_identity,
                                             device_identity, runtime_identity)
+from xlacs_server.compile import xla_options
 from xlacs_server.compile.compiler import compile_graph
 from xlacs_server.config import Settings
 from xlacs_server.errors import LimitExceeded, NotFound, echoed
@@ -125,6 +126,8 @@ class CompilationService:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.devices = Devices(enumerate_devices(settings.devices))
+        self.xla_options = xla_options.parse(settings.xla_options)
+        xla_options.check_options(self.xla_options, [d.device for d in self.devices.all])
         self.l1 = MemoryCache(settings.l1_max_entries, settings.l1_max_bytes)
         self.persistent = open_tier(settings)  # Redis (L2), a directory, or None
         # Every cache tier, fastest first; each has .tier (its name) and .stats.
@@ -206,7 +209,8 @@ class CompilationService:
             ("runtime", runtime_identity(device)),
             ("compile_options", f"{compile_options_identity(device)};"
                                 f"lift_threshold_bytes={self.settings.lift_threshold_bytes};"
-                                f"lift_min_float_elements={self.settings.lift_min_float_elements}"),
+                                f"lift_min_float_elements={self.settings.lift_min_float_elements};"
+                                f"xla_options={xla_options.identity(self.xla_options)}"),
             ("code", code_identity()),
             ("cache_format", str(CACHE_FORMAT_VERSION)),
         ]
@@ -242,7 +246,7 @@ class CompilationService:
             with watch.stage("passes"):
                 graph, records = run_pipeline(graph, self._dumper(key))
             watch.checkpoint("lower")
-            program = compile_graph(graph, device, watch.checkpoint)
+            program = compile_graph(graph, device, watch.checkpoint, self.xla_options)
             watch.ms["lower"] = program.lower_ms
             watch.ms["compile"] = program.compile_ms
         self.counters.add(compiles=1)

@@ -93,6 +93,8 @@ def test_compile_options_cover_xla_options_jax_flags_and_weight_lifting(service,
         assert changed(base, ingredients(service, spec())) == {"compile_options"}
     lifting = CompilationService(settings(lift_min_float_elements=17))  # w (64 floats) is lifted still
     assert changed(base, ingredients(lifting, spec())) == {"compile_options"}
+    xla = CompilationService(settings(xla_options=("xla_cpu_enable_fast_math=true",)))
+    assert changed(base, ingredients(xla, spec())) == {"compile_options"}
 
     def options(set_option):
         def patched(*args, **kwargs):

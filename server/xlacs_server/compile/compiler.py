@@ -8,6 +8,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from xlacs_server.compile import xla_options
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.program import Program
 from xlacs_server.graph.ir import Graph
@@ -32,10 +33,11 @@ def param_sigs(graph: Graph) -> list[TensorSig]:
     return [TensorSig(str(e), v.dtype, v.shape) for e, v in zip(graph.params, weight_values(graph))]
 
 
-def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], None]) -> CompiledProgram:
-    """Compiles the graph as a function of its feeds, variables and lifted weights (engine.argument_specs);
-    it returns the fetches, then the variables it assigned. `checkpoint("compile")` runs between the
-    lowering and the XLA compile, which nothing interrupts."""
+def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], None],
+                  options: dict[str, xla_options.Value]) -> CompiledProgram:
+    """Compiles the graph as a function of its feeds, variables and lifted weights (engine.argument_specs),
+    with XLA debug `options` (compile/xla_options.py); it returns the fetches, then the variables it assigned.
+    `checkpoint("compile")` runs between the lowering and the XLA compile, which nothing interrupts."""
     sharding = jax.sharding.SingleDeviceSharding(device.device)
     params = param_sigs(graph)
     specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in argument_specs(graph)]
@@ -46,7 +48,7 @@ def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], N
     stablehlo = lowered.as_text()
     lowered_at = time.perf_counter()
     checkpoint("compile")
-    compiled = lowered.compile()
+    compiled = lowered.compile(compiler_options=options)
     done = time.perf_counter()
     names = [str(f) for f in graph.fetches] + [VARIABLE_PREFIX + name for name in program_fn.assigned]
     outputs = [TensorSig(n, np.dtype(o.dtype), tuple(o.shape)) for n, o in zip(names, compiled.out_info)]

@@ -1,0 +1,81 @@
+"""XLA's own options, checked before they reach XLA: a bad flag is a clear error at start, never an abort.
+
+Two ways in:
+- `XLA_FLAGS` in the daemon's environment: XLA parses it once per process, when the first backend starts, and
+  aborts the process on an unknown flag or a bad value. `check_xla_flags` starts that parse in a child
+  process first and turns its failure into one line naming the flag.
+- `xla_options` (XLACS_XLA_OPTIONS=name=value,...): debug options set on each compile (as jax's
+  `.compile(compiler_options=...)` does), part of the cache key. `check_options` compiles a one-op program
+  with them on every device, so an unknown name or a bad value is refused at start with XLA's reason.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+
+Value = bool | int | float | str
+CHECK_TIMEOUT_S = 300
+
+
+def parse(items: tuple[str, ...]) -> dict[str, Value]:
+    """`name=value` items as compiler options: true/false as bools, numbers as numbers, the rest as strings."""
+    options = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip().removeprefix("--")
+        if not sep or not name:
+            raise ValueError(f"xla_options item {item!r} is not name=value (e.g. xla_cpu_use_onednn=true)")
+        if name in options:
+            raise ValueError(f"xla_options sets {name} twice")
+        options[name] = _value(raw.strip())
+    return options
+
+
+def _value(raw: str) -> Value:
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def identity(options: dict[str, Value]) -> str:
+    """The options as the cache key spells them: sorted, each with its type."""
+    return ",".join(f"{name}={value!r}" for name, value in sorted(options.items()))
+
+
+def check_options(options: dict[str, Value], devices: list[jax.Device]) -> None:
+    """Raises ValueError naming the option XLA refuses on one of `devices`."""
+    if not options:
+        return
+    for device in devices:
+        probe = jnp.zeros((2,), jnp.float32, device=device)
+        try:
+            jax.jit(jnp.negative).lower(probe).compile(compiler_options=options)
+        except Exception as e:  # XLA raises its runtime error type; its text names the option and the reason
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"xla_options {identity(options)} refused by XLA on {device.platform}: {reason}; "
+                             "the names are XLA DebugOptions fields (xla/xla.proto)") from None
+
+
+def check_xla_flags(environ=os.environ) -> None:
+    """Raises ValueError with XLA's complaint when XLA_FLAGS would abort the daemon's first backend start."""
+    flags = environ.get("XLA_FLAGS", "").strip()
+    if not flags:
+        return
+    probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=dict(environ),
+                           capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
+    if probe.returncode == 0:
+        return
+    # XLA logs the reason as an error or fatal line (glog: `E1123 11:50:01.757 123 file.cc:93] reason`).
+    logged = [m.group(1) for m in re.finditer(r"^[EF]\d{4} [^\]]*\] (.*)$", probe.stderr, re.MULTILINE)]
+    reason = (logged or probe.stderr.strip().splitlines()[-1:] or [f"exit status {probe.returncode}"])[0]
+    raise ValueError(f"XLA_FLAGS={flags!r} stops XLA from starting: {reason}")

@@ -1,0 +1,58 @@
+"""XLA's options are checked before they reach XLA: a bad XLA_FLAGS or xla_options stops `xlacs serve` at start
+with one line naming the flag, instead of an abort; good options reach every compile."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.cache.conftest import settings
+from tests.cache.test_cache_key import spec
+from xlacs_server.compile import xla_options
+from xlacs_server.service import CompilationService
+
+
+def serve(env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xlacs.cli", "serve", "--server", "127.0.0.1:0", "--http-port", "0"],
+                          env={**os.environ, "XLACS_CACHE_DIR": "", **env}, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("flags, named", [
+    ("--xla_bogus_flag=1", "Unknown flag in XLA_FLAGS: --xla_bogus_flag=1"),
+    ("--xla_cpu_use_onednn=maybe", "Couldn't interpret value maybe for flag xla_cpu_use_onednn"),
+])
+def test_a_bad_xla_flag_stops_serve_with_a_message_not_an_abort(flags, named):
+    result = serve({"XLA_FLAGS": flags})
+    assert result.returncode == 1, result.stderr[-2000:]  # SystemExit with a message; XLA's abort is -6
+    assert f"xlacs serve: XLA_FLAGS={flags!r} stops XLA from starting: {named}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("options, named", [
+    ("xla_cpu_no_such_option=true", "No such compile option: 'xla_cpu_no_such_option'"),
+    ("xla_cpu_use_onednn=maybe", "'maybe' is not a valid bool value"),
+    ("xla_cpu_use_onednn", "is not name=value"),
+])
+def test_bad_xla_options_stop_serve_naming_the_option(options, named):
+    result = serve({"XLACS_XLA_OPTIONS": options})
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "xlacs serve: xla_options" in result.stderr and named in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_options_parse_to_xla_types():
+    assert xla_options.parse(("xla_cpu_use_onednn=true", "--xla_backend_optimization_level=2",
+                              "xla_disable_hlo_passes=fusion")) == {
+        "xla_cpu_use_onednn": True, "xla_backend_optimization_level": 2, "xla_disable_hlo_passes": "fusion"}
+    with pytest.raises(ValueError, match="sets xla_cpu_use_onednn twice"):
+        xla_options.parse(("xla_cpu_use_onednn=true", "xla_cpu_use_onednn=false"))
+
+
+def test_options_reach_the_compiled_program():
+    """Without XLA's loop fusion pass, XLA:CPU wraps each elementwise op alone (`wrapped_multiply`)."""
+    plain = CompilationService(settings()).compile(spec())
+    unfused = CompilationService(settings(xla_options=("xla_disable_hlo_passes=fusion",))).compile(spec())
+    assert plain.loaded.id != unfused.loaded.id  # the options are in the key
+    assert "wrapped_multiply" not in plain.loaded.executable.compiled.as_text()
+    assert "wrapped_multiply" in unfused.loaded.executable.compiled.as_text()
