@@ -1,19 +1,12 @@
-"""Array ops (creation, shapes, slicing, joining, reversing, padding) against tf.raw_ops, through the service;
-the registrations of the array, nn and image families against TF's OpDefs."""
-import inspect
-
+"""Array ops (creation, shapes, slicing, joining, reversing, padding) against tf.raw_ops, through the service."""
 import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.framework import op_def_registry
 
 from tests.lower.refusals import Fed, assert_refused, assert_refused_as_tf, ints
 from tests.oracle import compile_and_compare, ids, rand, specs_of
-from xlacs import dtypes as wire_dtypes, error_details, freeze
-from xlacs.v1 import tf_graph_pb2 as xlacs_tf
-from xlacs_server.graph import attrs
-from xlacs_server.lower import ops, registry  # noqa: F401  (importing ops registers the lowerings)
+from xlacs import error_details, freeze
 
 raw = tf.raw_ops
 DTYPES = [np.float32, np.int32, np.bool_]
@@ -185,38 +178,6 @@ def test_extract_image_patches(client, ksizes, strides, rates, padding):
 def test_extract_volume_patches(client, padding):
     compile_and_compare(client, lambda x: raw.ExtractVolumePatches(
         input=x, ksizes=[1, 2, 3, 2, 1], strides=[1, 2, 1, 2, 1], padding=padding), [rand((1, 5, 6, 7, 2), np.int32)])
-
-
-ARRAY_NN_IMAGE_MODULES = {"array", "slicing", "gather", "setops", "space", "nn", "conv", "pool", "grads", "quantize",
-                          "image", "sampling", "color"}
-OURS = [l for l in registry.registrations() if l.module.rsplit(".", 1)[-1] in ARRAY_NN_IMAGE_MODULES
-        and l.platform is None]
-
-
-def tf_default(attr_def):
-    """TF's default of an attr as the graph importer decodes it, lists as tuples (our defaults' spelling)."""
-    decoded = attrs.decode(xlacs_tf.AttrValue.FromString(attr_def.default_value.SerializeToString()), 1 << 20)
-    return tuple(decoded) if isinstance(decoded, list) else decoded
-
-
-@pytest.mark.parametrize("lowering", OURS, ids=lambda l: l.op)
-def test_registration_matches_the_tf_opdef(lowering):
-    """The rule takes exactly TF's attrs with TF's defaults, and allows only dtypes TF's OpDef allows."""
-    op_def = op_def_registry.get(lowering.op)
-    tf_attrs = {a.name: a for a in op_def.attr}
-    assert set(lowering.attrs) == set(tf_attrs)
-    for attr, required in lowering.attrs.items():
-        has_default = tf_attrs[attr].HasField("default_value")
-        assert required != has_default, f"{attr}: required here {required}, TF default {has_default}"
-        if has_default:
-            default, want = inspect.signature(lowering.rule).parameters[attr].default, tf_default(tf_attrs[attr])
-            if isinstance(want, float):  # float attrs are float32 in an OpDef
-                default, want = np.float32(default), np.float32(want)
-            assert default == want, f"{attr}'s default {default!r} differs from TF's {want!r}"
-    if lowering.dtypes is not None and lowering.type_attr in tf_attrs:
-        allowed = {wire_dtypes.to_numpy(t) for t in tf_attrs[lowering.type_attr].allowed_values.list.type
-                   if wire_dtypes.dtype_name(t).islower()}
-        assert not allowed or lowering.dtypes <= allowed, f"not in TF's OpDef: {lowering.dtypes - allowed}"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.int32], ids=ids)

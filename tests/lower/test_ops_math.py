@@ -1,6 +1,4 @@
 """Elementwise, reduction, scan, sorting, broadcasting and product ops against tf.raw_ops, through the service."""
-import inspect
-
 import grpc
 import ml_dtypes
 import numpy as np
@@ -11,9 +9,7 @@ from tensorflow.python.framework import op_def_registry
 from tests.lower.raw_ops import compare_per_dtype, has_cpu_kernel, name, op, rand, tolerance
 from tests.lower.refusals import Fed, assert_refused, assert_tf_refuses, one_node
 from tests.oracle import assert_close, compile_and_compare
-from xlacs import dtypes as wire_dtypes, freeze
-from xlacs.v1 import tf_graph_pb2 as xlacs_tf
-from xlacs_server.graph import attrs
+from xlacs import freeze
 from xlacs_server.lower import registry
 
 MATH_MODULES = {"unary", "bessel", "binary", "broadcast", "math", "reduce", "segment", "sort", "linalg", "matrix_diag",
@@ -40,34 +36,6 @@ def cases(ops, candidates, exclude=()):
     """(op, dtypes) params; ops registered without a dtype constraint (the logical ops) have their own tests."""
     return [pytest.param(o, dtypes_for(o, candidates), id=o) for o in ops if o not in exclude and registered(o).dtypes
             and dtypes_for(o, candidates)]
-
-
-def _tf_default(attr_def):
-    """TF's default of an attr as the graph importer decodes it (the AttrValue protos are wire-compatible)."""
-    value = xlacs_tf.AttrValue.FromString(attr_def.default_value.SerializeToString())
-    decoded = attrs.decode(value, max_elements=1 << 20)
-    return list(decoded) if isinstance(decoded, list) else decoded
-
-
-@pytest.mark.parametrize("lowering", MINE, ids=lambda l: l.op)
-def test_registration_matches_the_tf_opdef(lowering):
-    """The rule takes exactly TF's attrs, requires none that TF defaults, and allows only TF's dtypes."""
-    op_def = op_def_registry.get(lowering.op)
-    assert op_def is not None, f"{lowering.op} is not a TF op"
-    tf_attrs = {a.name: a for a in op_def.attr}
-    assert set(lowering.attrs) == set(tf_attrs)
-    for attr, required in lowering.attrs.items():
-        assert not (required and tf_attrs[attr].HasField("default_value")), f"{attr} has a default in TF"
-        if not required and tf_attrs[attr].HasField("default_value"):
-            default, tf_default = inspect.signature(lowering.rule).parameters[attr].default, _tf_default(tf_attrs[attr])
-            if isinstance(tf_default, float):  # a float attr is a float32 in the OpDef
-                default, tf_default = np.float32(default), np.float32(tf_default)
-            assert tf_default == default, f"{attr}'s default differs from TF's"
-    if lowering.dtypes is not None:
-        allowed = tf_attrs[lowering.type_attr].allowed_values.list.type
-        if allowed:
-            tf_dtypes = {wire_dtypes.to_numpy(t) for t in allowed if wire_dtypes.dtype_name(t).islower()}
-            assert lowering.dtypes <= tf_dtypes, f"not in TF's kernel: {lowering.dtypes - tf_dtypes}"
 
 
 # ---- unary -------------------------------------------------------------------------------------------------

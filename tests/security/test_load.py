@@ -28,9 +28,3 @@ def test_docs_list_the_limits_with_their_defaults():
     text = (ROOT / "docs" / "security.md").read_text()
     assert load_test.write_section(text, "limits", load_test.limits_table()) == text, \
         "run scripts/load_test.py --write-docs"
-
-
-def test_op_defs_table_is_generated_from_this_tensorflow():
-    generator = load_script("gen_op_defs")
-    assert (ROOT / "server" / "xlacs_server" / "graph" / "op_defs_table.py").read_text() == generator.render(*generator.tables()), \
-        "run scripts/gen_op_defs.py"

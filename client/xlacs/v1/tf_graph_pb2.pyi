@@ -302,6 +302,12 @@ class OpDef(_message.Message):
     allows_uninitialized_input: bool
     def __init__(self, name: _Optional[str] = ..., input_arg: _Optional[_Iterable[_Union[OpDef.ArgDef, _Mapping]]] = ..., output_arg: _Optional[_Iterable[_Union[OpDef.ArgDef, _Mapping]]] = ..., control_output: _Optional[_Iterable[str]] = ..., attr: _Optional[_Iterable[_Union[OpDef.AttrDef, _Mapping]]] = ..., summary: _Optional[str] = ..., description: _Optional[str] = ..., is_commutative: _Optional[bool] = ..., is_aggregate: _Optional[bool] = ..., is_stateful: _Optional[bool] = ..., allows_uninitialized_input: _Optional[bool] = ...) -> None: ...
 
+class OpList(_message.Message):
+    __slots__ = ("op",)
+    OP_FIELD_NUMBER: _ClassVar[int]
+    op: _containers.RepeatedCompositeFieldContainer[OpDef]
+    def __init__(self, op: _Optional[_Iterable[_Union[OpDef, _Mapping]]] = ...) -> None: ...
+
 class FunctionDef(_message.Message):
     __slots__ = ("signature", "attr", "arg_attr", "resource_arg_unique_id", "node_def", "ret", "control_ret")
     class ArgAttrs(_message.Message):

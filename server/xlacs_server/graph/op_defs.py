@@ -1,16 +1,18 @@
-"""NodeDefs checked against TensorFlow's OpDefs, as TF's ValidateNodeDef does: each attr has the kind its op
-declares and at least its minimum, the attrs without a default are set, and the node has as many inputs as
-its op takes. A string where an int belongs, or a missing input, is an InvalidGraph at import rather than a
-crash in a pass or a lowering. The OpDefs come from a table generated from TensorFlow (op_defs_table.py),
-so the daemon never imports TensorFlow."""
+"""TensorFlow's OpDefs, and NodeDefs checked against them as TF's ValidateNodeDef does: each attr has the kind
+its op declares and at least its minimum, the attrs without a default are set, and the node has as many inputs
+as its op takes. A string where an int belongs, or a missing input, is an InvalidGraph at import rather than a
+crash in a pass or a lowering. The OpDefs are TF's own OpList (data/op_list.pb, made from TensorFlow by
+scripts/gen_op_defs.py), parsed once on first use, so the daemon never imports TensorFlow."""
 from __future__ import annotations
 
 import functools
+from importlib import resources
 from typing import NamedTuple
 
 from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidGraph
-from xlacs_server.graph.op_defs_table import ATTRS, INPUTS
+from xlacs_server.graph import attrs
 
 # OpDef attr kinds -> the AttrValue field that holds them (in `list` for list kinds).
 FIELDS = {"string": "s", "int": "i", "float": "f", "bool": "b", "type": "type", "shape": "shape",
@@ -18,25 +20,42 @@ FIELDS = {"string": "s", "int": "i", "float": "f", "bool": "b", "type": "type", 
 KINDS = {field: kind for kind, field in FIELDS.items()}
 
 
+@functools.cache
+def _op_defs() -> dict[str, tf.OpDef]:
+    data = resources.files(__package__).joinpath("data/op_list.pb").read_bytes()
+    return {definition.name: definition for definition in tf.OpList.FromString(data).op}
+
+
+def op_def(op: str) -> tf.OpDef | None:
+    """TF's OpDef of `op`; None for an op TF does not register (a function called as an op, a custom op)."""
+    return _op_defs().get(op)
+
+
 class AttrDef(NamedTuple):
-    kind: str
-    minimum: int | None
-    required: bool
+    kind: str  # as OpDef spells it: `int`, `list(type)`, ...
+    minimum: int | None  # the least value of an int, or length of a list
+    default: tf.AttrValue | None  # None: the attr has no default, a node must set it
+
+    @property
+    def required(self) -> bool:
+        return self.default is None
 
 
 @functools.lru_cache(maxsize=None)
 def attr_defs(op: str) -> dict[str, AttrDef] | None:
     """Attr name -> its definition, for an op TF registers; None for any other op."""
-    spec = ATTRS.get(op)
-    if spec is None:
+    definition = op_def(op)
+    if definition is None:
         return None
-    defs = {}
-    for item in spec.split():
-        name, _, kind = item.partition(":")
-        required = kind.endswith("!")
-        kind, _, minimum = kind.rstrip("!").partition(">=")
-        defs[name] = AttrDef(kind, int(minimum) if minimum else None, required)
-    return defs
+    return {a.name: AttrDef(a.type, a.minimum if a.has_minimum else None,
+                            a.default_value if a.HasField("default_value") else None) for a in definition.attr}
+
+
+def default_attrs(op: str) -> dict[str, object]:
+    """The attrs that TF's OpDef of `op` gives a default, decoded as the importer decodes a node's attrs. Decoded
+    on each call, so that no two nodes share a mutable value (a list)."""
+    return {name: attrs.decode(d.default, Settings.max_tensor_elements)
+            for name, d in (attr_defs(op) or {}).items() if d.default is not None}
 
 
 def check_node_def(nd: tf.NodeDef) -> None:
@@ -53,7 +72,7 @@ def check_node_def(nd: tf.NodeDef) -> None:
     given = sum(1 for i in nd.input if not i.startswith("^"))
     if expected is not None and given != expected:
         raise InvalidGraph(f"node {nd.name!r} ({nd.op}) has {given} input(s); {nd.op} takes {expected} here "
-                           f"({INPUTS[nd.op] or 'none'})")
+                           f"({' '.join(_arg_spec(a) for a in op_def(nd.op).input_arg) or 'none'})")
 
 
 def _check_attr(nd: tf.NodeDef, name: str, value: tf.AttrValue, declared: AttrDef) -> None:
@@ -79,15 +98,21 @@ def _check_attr(nd: tf.NodeDef, name: str, value: tf.AttrValue, declared: AttrDe
 def _input_count(nd: tf.NodeDef) -> int | None:
     """How many data inputs the node's op takes with its attrs; None when they do not say."""
     count = 0
-    for arg in INPUTS[nd.op].split():
-        if "*" not in arg and "[" not in arg:
+    for arg in op_def(nd.op).input_arg:
+        if not arg.number_attr and not arg.type_list_attr:
             count += 1
             continue
-        value = nd.attr.get(arg.partition("*")[2] or arg[arg.index("[") + 1:-1])
+        value = nd.attr.get(arg.number_attr or arg.type_list_attr)
         if value is None or value.WhichOneof("value") not in ("i", "list"):  # unset, or a body's `$attr`
             return None
-        count += value.i if "*" in arg else len(value.list.type)
+        count += value.i if arg.number_attr else len(value.list.type)
     return count
+
+
+def _arg_spec(arg: tf.OpDef.ArgDef) -> str:
+    """`name` (one tensor), `name*N` (N of them, N an int attr) or `name[T]` (one per type of list attr T)."""
+    return arg.name + (f"*{arg.number_attr}" if arg.number_attr else f"[{arg.type_list_attr}]"
+                       if arg.type_list_attr else "")
 
 
 def _kind_of(value: tf.AttrValue) -> str:

@@ -1,24 +1,17 @@
 """What TF's OpDefs say about a node's outputs: their arg names, how many tensors each arg holds, dtypes.
 
 FunctionDefs name tensors `node:output_arg:index`; a graph names them by flat position. Converting
-between the two needs each op's output args, which come from a table generated from TensorFlow
-(op_outputs_table.py), so the daemon never imports TensorFlow.
+between the two needs each op's output args, which come from TF's OpDefs (op_defs.py), so the daemon never
+imports TensorFlow.
 """
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 from xlacs.v1 import tf_graph_pb2 as tf
 from xlacs_server.graph.attrs import decode
 from xlacs_server.graph.ir import Node
-from xlacs_server.graph.op_outputs_table import OUTPUTS
-
-
-class OutputArg(NamedTuple):
-    name: str
-    dtype: str  # a type attr, `[type_list_attr]`, or a DT_ enum name
-    number_attr: str
+from xlacs_server.graph.op_defs import op_def
 
 
 class OutputSlice(NamedTuple):
@@ -27,31 +20,17 @@ class OutputSlice(NamedTuple):
     count: int
 
 
-@functools.lru_cache(maxsize=None)
-def output_args(op: str) -> tuple[OutputArg, ...] | None:
-    """The op's output args in order, or None when TensorFlow does not know the op."""
-    spec = OUTPUTS.get(op)
-    if spec is None:
-        return None
-    args = []
-    for item in spec.split():
-        name, _, kind = item.partition(":")
-        dtype, _, number_attr = kind.partition("*")
-        args.append(OutputArg(name, dtype, number_attr))
-    return tuple(args)
-
-
 def output_slices(node: Node) -> list[OutputSlice] | None:
     """Where each output arg of `node` sits among its flat outputs; None for an op TF does not know."""
-    args = output_args(node.op)
-    if args is None:
+    definition = op_def(node.op)
+    if definition is None:
         return None
     slices, start = [], 0
-    for arg in args:
+    for arg in definition.output_arg:
         if arg.number_attr:
             count = int(node.attrs.get(arg.number_attr, 0))
-        elif arg.dtype.startswith("["):
-            count = len(node.attrs.get(arg.dtype[1:-1], []))
+        elif arg.type_list_attr:
+            count = len(node.attrs.get(arg.type_list_attr, []))
         else:
             count = 1
         slices.append(OutputSlice(arg.name, start, count))
@@ -85,14 +64,14 @@ def arg_of(node: Node, index: int) -> tuple[str, int]:
 
 def output_dtype(node: Node, index: int):
     """The dtype of output `index` (np.dtype or OpaqueDType), or None when the OpDef and attrs do not say."""
-    args = output_args(node.op)
-    if args is None:
+    definition = op_def(node.op)
+    if definition is None:
         return None
     name, within = arg_of(node, index)
-    kind = next(a.dtype for a in args if a.name == name)
-    if kind.startswith("["):
-        listed = node.attrs.get(kind[1:-1], [])
+    arg = next(a for a in definition.output_arg if a.name == name)
+    if arg.type_list_attr:
+        listed = node.attrs.get(arg.type_list_attr, [])
         return listed[within] if within < len(listed) else None
-    if kind.startswith("DT_"):
-        return decode(tf.AttrValue(type=tf.DataType.Value(kind)), 0)
-    return node.attrs.get(kind)
+    if arg.type_attr:
+        return node.attrs.get(arg.type_attr)
+    return decode(tf.AttrValue(type=arg.type), 0)

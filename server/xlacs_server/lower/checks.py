@@ -7,12 +7,10 @@ the engine reports them against the node being lowered. Any other exception from
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from xlacs_server.errors import InvalidNode, NodeError, UnsupportedNode
-from xlacs_server.graph.op_defs_table import INPUTS
+from xlacs_server.graph.op_defs import op_def
 
 
 class KernelError(Exception):
@@ -99,8 +97,9 @@ def check_dtype(x, input: str, dtype, attr: str = "T") -> None:
 
 
 def input_names(op: str) -> list[str]:
-    """The names of `op`'s input args, as TF's OpDef has them (`values` for `values*N`)."""
-    return [re.split(r"[*\[]", arg)[0] for arg in INPUTS.get(op, "").split()]
+    """The names of `op`'s input args, as TF's OpDef has them (`values` for N tensors of arg `values`)."""
+    definition = op_def(op)
+    return [] if definition is None else [arg.name for arg in definition.input_arg]
 
 
 def check_dtypes(op: str, inputs, dtype, attr: str = "T") -> None:

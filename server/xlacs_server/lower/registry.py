@@ -1,8 +1,10 @@
 """The op lowering registry, as tf2xla's REGISTER_XLA_OP: op names, attrs, dtypes, devices, constant inputs.
 
 A rule is `rule(ctx, *inputs, **attrs) -> list`: operands positional, attrs keyword-only. The attrs a
-rule takes are its keyword-only parameters; one without a default is required. Graph nodes are checked
-against the registration when the graph loads, never mid-lowering.
+rule takes are its keyword-only parameters. Whether one is required is TF's OpDef's word: the engine passes
+the OpDef's default of an attr a node lacks, so a rule restates none of TF's defaults. Only for an attr TF
+does not declare (of an op TF does not register) does the rule's own default make it optional. Graph nodes
+are checked against the registration when the graph loads, never mid-lowering.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import inspect
 from typing import Callable, Iterable
 
 import numpy as np
+
+from xlacs_server.graph.op_defs import attr_defs
 
 PLATFORMS = ("cpu", "gpu")
 
@@ -56,9 +60,12 @@ class DuplicateRegistration(RuntimeError):
 _REGISTRY: dict[tuple[str, str | None], Lowering] = {}
 
 
-def _signature(rule: Callable) -> tuple[dict[str, bool], tuple[str, ...]]:
+def _signature(op: str, rule: Callable) -> tuple[dict[str, bool], tuple[str, ...]]:
+    """The rule's attrs for `op` (name -> required) and its input names."""
     params = list(inspect.signature(rule).parameters.values())[1:]  # skip ctx
-    attrs = {p.name: p.default is inspect.Parameter.empty for p in params if p.kind is p.KEYWORD_ONLY}
+    declared = attr_defs(op) or {}
+    attrs = {p.name: declared[p.name].required if p.name in declared else p.default is inspect.Parameter.empty
+             for p in params if p.kind is p.KEYWORD_ONLY}
     names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
     return attrs, names
 
@@ -68,8 +75,8 @@ def register_op(*ops: str, dtypes: Iterable | None = None, type_attr: str = "T",
                 foldable: bool = True, platform: str | None = None, data_dependent_shape: bool = False):
     """Registers `rule` for each of `ops`. A second, different registration of an (op, platform) raises."""
     def decorate(rule: Callable) -> Callable:
-        attrs, input_names = _signature(rule)
         for op in ops:
+            attrs, input_names = _signature(op, rule)
             lowering = Lowering(op, rule, attrs, input_names,
                                 None if dtypes is None else frozenset(np.dtype(d) for d in dtypes),
                                 type_attr, frozenset(devices), tuple(constant_inputs), foldable, platform,

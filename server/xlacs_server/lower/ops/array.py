@@ -10,8 +10,6 @@ from xlacs_server.lower import dtypes as D, limits
 from xlacs_server.lower.checks import InvalidArgument, Unimplemented, check_dtype
 from xlacs_server.lower.registry import register_op
 
-INT32 = np.dtype(np.int32)
-
 
 def axes(value) -> tuple[int, ...]:
     """A constant axis or list of axes as a tuple of ints."""
@@ -39,7 +37,7 @@ def sizes(value, name: str, *, inferred: bool = False) -> tuple[int, ...]:
 
 
 @register_op("Placeholder", type_attr="dtype", foldable=False)
-def placeholder(ctx, *, dtype, shape=None):
+def placeholder(ctx, *, dtype, shape):
     raise InvalidRequest(f"placeholder {ctx.name!r} is not fed: add it to the feeds with its dtype and shape")
 
 
@@ -59,7 +57,7 @@ def identity(ctx, input, *, T):
 
 
 @register_op("PreventGradient")
-def prevent_gradient(ctx, input, *, T, message=""):
+def prevent_gradient(ctx, input, *, T, message):
     return [input]
 
 
@@ -70,7 +68,7 @@ def check_numerics(ctx, tensor, *, T, message):
 
 
 @register_op("Assert")
-def assert_(ctx, condition, *data, T, summarize=3):
+def assert_(ctx, condition, *data, T, summarize):
     return []
 
 
@@ -112,12 +110,12 @@ def no_op(ctx):
 
 
 @register_op("Shape", type_attr="out_type")
-def shape(ctx, x, *, T, out_type=INT32):
+def shape(ctx, x, *, T, out_type):
     return [np.array(x.shape, dtype=out_type)]
 
 
 @register_op("ShapeN", type_attr="out_type")
-def shape_n(ctx, *xs, N, T, out_type=INT32):
+def shape_n(ctx, *xs, N, T, out_type):
     return [np.array(x.shape, dtype=out_type) for x in xs]
 
 
@@ -127,12 +125,12 @@ def rank(ctx, input, *, T):
 
 
 @register_op("Size", type_attr="out_type")
-def size(ctx, input, *, T, out_type=INT32):
+def size(ctx, input, *, T, out_type):
     return [np.array(np.size(input), dtype=out_type)]
 
 
 @register_op("Reshape", constant_inputs=("shape",))
-def reshape(ctx, tensor, shape, *, T, Tshape=INT32):
+def reshape(ctx, tensor, shape, *, T, Tshape):
     check_dtype(shape, "shape", Tshape, "Tshape")
     dims, size = sizes(shape, "shape", inferred=True), int(np.size(tensor))
     known = math.prod(d for d in dims if d != -1)
@@ -145,7 +143,7 @@ def reshape(ctx, tensor, shape, *, T, Tshape=INT32):
 
 
 @register_op("Transpose", constant_inputs=("perm",))
-def transpose(ctx, x, perm, *, T, Tperm=INT32):
+def transpose(ctx, x, perm, *, T, Tperm):
     return [jnp.transpose(x, permutation(x, perm, Tperm))]
 
 
@@ -161,13 +159,13 @@ def permutation(x, perm, Tperm) -> tuple[int, ...]:
 
 
 @register_op("ConjugateTranspose", constant_inputs=("perm",))
-def conjugate_transpose(ctx, x, perm, *, T, Tperm=INT32):
+def conjugate_transpose(ctx, x, perm, *, T, Tperm):
     order = permutation(x, perm, Tperm)
     return [jnp.conj(jnp.transpose(x, order)) if jnp.iscomplexobj(x) else jnp.transpose(x, order)]
 
 
 @register_op("Squeeze")
-def squeeze(ctx, x, *, T, squeeze_dims=()):
+def squeeze(ctx, x, *, T, squeeze_dims):
     rank = np.ndim(x)
     for dim in squeeze_dims:
         if not -rank <= dim < rank or x.shape[dim] != 1:
@@ -177,7 +175,7 @@ def squeeze(ctx, x, *, T, squeeze_dims=()):
 
 
 @register_op("ExpandDims", constant_inputs=("dim",))
-def expand_dims(ctx, x, dim, *, T, Tdim=INT32):
+def expand_dims(ctx, x, dim, *, T, Tdim):
     check_dtype(dim, "dim", Tdim, "Tdim")
     if np.size(dim) != 1 or not -np.ndim(x) - 1 <= int(dim.reshape(-1)[0]) <= np.ndim(x):
         raise InvalidArgument(f"input 'dim' holds {dim.tolist()}: it must be one value in [{-np.ndim(x) - 1}, "
@@ -201,7 +199,7 @@ def bitcast(ctx, input, *, T, type):
 
 
 @register_op("Cast", type_attr="DstT")
-def cast(ctx, x, *, SrcT, DstT, Truncate=False):
+def cast(ctx, x, *, SrcT, DstT, Truncate):
     if not (isinstance(SrcT, np.dtype) and isinstance(DstT, np.dtype)):
         raise Unimplemented(f"a cast from SrcT={SrcT} to DstT={DstT} is not supported: XLA casts numbers and bools",
                             attr="DstT" if isinstance(SrcT, np.dtype) else "SrcT")
@@ -210,7 +208,7 @@ def cast(ctx, x, *, SrcT, DstT, Truncate=False):
 
 
 @register_op("Fill", constant_inputs=("dims",))
-def fill(ctx, dims, value, *, T, index_type=INT32):
+def fill(ctx, dims, value, *, T, index_type):
     check_dtype(value, "value", T)
     if np.ndim(value):
         raise InvalidArgument(f"input 'value' must be a scalar, but has shape {list(np.shape(value))}",
@@ -219,7 +217,7 @@ def fill(ctx, dims, value, *, T, index_type=INT32):
 
 
 @register_op("Empty", type_attr="dtype", constant_inputs=("shape",))
-def empty(ctx, shape, *, dtype, init=False):
+def empty(ctx, shape, *, dtype, init):
     # Uninitialized memory may hold anything; zeros are what init=True asks for and a valid answer otherwise.
     return [jnp.zeros(sizes(shape, "shape"), dtype)]
 
@@ -228,7 +226,7 @@ RANGE_DTYPES = D.FLOAT + D.SIGNED + (np.uint16, np.uint32, np.uint64)
 
 
 @register_op("Range", type_attr="Tidx", dtypes=RANGE_DTYPES, constant_inputs=("start", "limit", "delta"))
-def range_(ctx, start, limit, delta, *, Tidx=INT32):
+def range_(ctx, start, limit, delta, *, Tidx):
     start, limit, delta = (scalar(v, n) for v, n in ((start, "start"), (limit, "limit"), (delta, "delta")))
     if delta == 0:
         raise InvalidArgument("input 'delta' must not be 0", input="delta")
@@ -244,7 +242,7 @@ def range_(ctx, start, limit, delta, *, Tidx=INT32):
 
 
 @register_op("LinSpace", dtypes=D.FLOAT, constant_inputs=("num",))
-def lin_space(ctx, start, stop, num, *, T, Tidx=INT32):
+def lin_space(ctx, start, stop, num, *, T, Tidx):
     num = int(scalar(num, "num"))
     if num <= 0:
         raise InvalidArgument(f"input 'num' must be positive, not {num}", input="num")

@@ -106,7 +106,7 @@ for _op, (_fn, _dtypes) in BINARY.items():
     register_op(_op, dtypes=_dtypes)(functools.partial(binary, _fn))
 
 
-def equality(fn, ctx, x, y, *, T, incompatible_shape_error=True):
+def equality(fn, ctx, x, y, *, T, incompatible_shape_error):
     check_dtypes(ctx.node.op, (x, y), T)
     try:
         broadcast_shape(np.shape(x), np.shape(y))
@@ -122,7 +122,7 @@ register_op("NotEqual", dtypes=D.ALL)(functools.partial(equality, jnp.not_equal)
 
 
 @register_op("ApproximateEqual", dtypes=D.NUMERIC)
-def approximate_equal(ctx, x, y, *, T, tolerance=1e-5):
+def approximate_equal(ctx, x, y, *, T, tolerance):
     check_dtypes(ctx.node.op, (x, y), T)
     if np.shape(x) != np.shape(y):
         raise InvalidArgument(f"input 'y' has shape {list(np.shape(y))}, but 'x' has {list(np.shape(x))}: they must "
@@ -143,13 +143,13 @@ def logical_or(ctx, x, y):
 
 
 @register_op("NextAfter", dtypes=WIDE_FLOAT)
-def next_after(ctx, x1, x2, *, T=np.dtype(np.float32)):
+def next_after(ctx, x1, x2, *, T):
     broadcastable(ctx, x1, x2, dtype=T)
     return [jnp.nextafter(x1, x2)]
 
 
 @register_op("Complex", dtypes=WIDE_FLOAT)
-def complex_(ctx, real, imag, *, T=np.dtype(np.float32), Tout=np.dtype(np.complex64)):
+def complex_(ctx, real, imag, *, T, Tout):
     broadcastable(ctx, real, imag, dtype=T)
     return [_broadcasting(lax.complex)(real, imag).astype(Tout)]
 

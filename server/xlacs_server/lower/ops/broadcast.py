@@ -4,7 +4,6 @@ import numpy as np
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.checks import InvalidArgument, broadcast_shape, check_rank
-from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
 
 
@@ -17,7 +16,7 @@ def shape_of(value, input: str) -> tuple[int, ...]:
 
 
 @register_op("BroadcastTo", dtypes=D.ALL, constant_inputs=("shape",))
-def broadcast_to(ctx, input, shape, *, T, Tidx=INT32):
+def broadcast_to(ctx, input, shape, *, T, Tidx):
     shape = shape_of(shape, "shape")
     if broadcast_shape(np.shape(input), shape, inputs=("input", "shape")) != shape:
         raise InvalidArgument(f"input 'input' of shape {list(np.shape(input))} does not broadcast to shape "
@@ -27,12 +26,12 @@ def broadcast_to(ctx, input, shape, *, T, Tidx=INT32):
 
 
 @register_op("BroadcastArgs", dtypes=D.INDEX, constant_inputs=("s0", "s1"))
-def broadcast_args(ctx, s0, s1, *, T=INT32):
+def broadcast_args(ctx, s0, s1, *, T):
     return [np.array(broadcast_shape(shape_of(s0, "s0"), shape_of(s1, "s1"), inputs=("s0", "s1")), T)]
 
 
 @register_op("BroadcastGradientArgs", dtypes=D.INDEX, constant_inputs=("s0", "s1"))
-def broadcast_gradient_args(ctx, s0, s1, *, T=INT32):
+def broadcast_gradient_args(ctx, s0, s1, *, T):
     """The axes each input's gradient sums over: those where its (left-padded) shape is 1, unless the
     shapes are equal (TF then reduces nothing, even over dimensions of size 1)."""
     shapes = shape_of(s0, "s0"), shape_of(s1, "s1")

@@ -39,7 +39,7 @@ def select(cases, index):
 
 
 @register_op("RGBToHSV", dtypes=D.FLOAT)
-def rgb_to_hsv(ctx, images, *, T=np.dtype(F32)):
+def rgb_to_hsv(ctx, images, *, T):
     r, g, b = channels(images)
     one = jnp.ones((), images.dtype)
     value = jnp.maximum(jnp.maximum(r, g), b)
@@ -55,7 +55,7 @@ def rgb_to_hsv(ctx, images, *, T=np.dtype(F32)):
 
 
 @register_op("HSVToRGB", dtypes=D.FLOAT)
-def hsv_to_rgb(ctx, images, *, T=np.dtype(F32)):
+def hsv_to_rgb(ctx, images, *, T):
     hue, saturation, value = channels(images)
     one = jnp.ones((), images.dtype)
     dh = hue * 6
@@ -81,7 +81,7 @@ def hue_and_range(r, g, b):
 
 
 @register_op("AdjustHue", dtypes=ADJUST_DTYPES)
-def adjust_hue(ctx, images, delta, *, T=np.dtype(F32)):
+def adjust_hue(ctx, images, delta, *, T):
     check_scalar(delta, "delta")
     hue, smallest, largest = hue_and_range(*channels(images.astype(F32), min_rank=3))
     hue = hue + multiply(delta.astype(F32), F32(6))  # rounded before the sum: the sector is truncated from it
@@ -111,7 +111,7 @@ def saturation_hsv(r, g, b):
 
 
 @register_op("AdjustSaturation", dtypes=ADJUST_DTYPES)
-def adjust_saturation(ctx, images, scale, *, T=np.dtype(F32)):
+def adjust_saturation(ctx, images, scale, *, T):
     check_scalar(scale, "scale")
     hue, saturation, value = saturation_hsv(*channels(images.astype(F32), min_rank=3))
     saturation = jnp.minimum(F32(1), jnp.maximum(F32(0), saturation * scale.astype(F32)))
@@ -129,7 +129,7 @@ def adjust_saturation(ctx, images, scale, *, T=np.dtype(F32)):
 
 
 @register_op("AdjustContrastv2", dtypes=ADJUST_DTYPES)
-def adjust_contrast_v2(ctx, images, contrast_factor, *, T=np.dtype(F32)):
+def adjust_contrast_v2(ctx, images, contrast_factor, *, T):
     check_rank(images, "images", min_rank=3)
     check_scalar(contrast_factor, "contrast_factor")
     mean = jnp.mean(images.astype(F32), axis=(-3, -2), keepdims=True).astype(images.dtype)

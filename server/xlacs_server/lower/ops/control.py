@@ -22,17 +22,17 @@ tree_flatten = jax.tree_util.tree_flatten
 
 
 @register_op("PartitionedCall", "StatefulPartitionedCall", foldable=False)
-def partitioned_call(ctx, *args, Tin, Tout, f, config="", config_proto="", executor_type=""):
+def partitioned_call(ctx, *args, Tin, Tout, f, config, config_proto, executor_type):
     return ctx.engine.call(f, list(args))
 
 
 @register_op("If", "StatelessIf", foldable=False)
-def if_(ctx, cond, *inputs, Tcond, Tin, Tout, then_branch, else_branch, output_shapes=()):
+def if_(ctx, cond, *inputs, Tcond, Tin, Tout, then_branch, else_branch, output_shapes):
     return branch(ctx, truth(cond), [else_branch, then_branch], list(inputs))
 
 
 @register_op("Case", "StatelessCase", foldable=False)
-def case(ctx, branch_index, *inputs, Tin, Tout, branches, output_shapes=()):
+def case(ctx, branch_index, *inputs, Tin, Tout, branches, output_shapes):
     last = len(branches) - 1  # an index out of range runs the last branch
     if is_constant(branch_index):
         index = int(branch_index)
@@ -47,7 +47,7 @@ def control_trigger(ctx):
 
 
 @register_op("While", "StatelessWhile", foldable=False)
-def while_(ctx, *inputs, T, cond, body, output_shapes=(), parallel_iterations=10):
+def while_(ctx, *inputs, T, cond, body, output_shapes, parallel_iterations):
     return while_loop(ctx, cond, body, list(inputs))
 
 

@@ -17,7 +17,6 @@ from xlacs_server.lower.registry import register_op
 HIGHEST = lax.Precision.HIGHEST
 CONV_DTYPES = D.FLOAT + (np.int32,)
 CONV3D_V1_DTYPES = (np.float16, np.float32, np.float64)
-DILATIONS_2D, DILATIONS_3D = (1,) * 4, (1,) * 5
 
 
 def spatial(values, data_format: str, ndim: int) -> tuple[int, ...]:
@@ -144,30 +143,27 @@ def check_operands(ctx, dtype, *operands) -> None:
 
 
 @register_op("Conv2D", dtypes=CONV_DTYPES)
-def conv2d(ctx, input, filter, *, T, strides, padding, use_cudnn_on_gpu=True, explicit_paddings=(),
-           data_format="NHWC", dilations=DILATIONS_2D):
+def conv2d(ctx, input, filter, *, T, strides, padding, use_cudnn_on_gpu, explicit_paddings, data_format, dilations):
     check_operands(ctx, T, input, filter)
     return [convolve(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
                      data_format=data_format, dilations=dilations)]
 
 
 @register_op("Conv3D", dtypes=D.FLOAT)
-def conv3d(ctx, input, filter, *, T, strides, padding, data_format="NDHWC", dilations=DILATIONS_3D):
+def conv3d(ctx, input, filter, *, T, strides, padding, data_format, dilations):
     check_operands(ctx, T, input, filter)
     return [convolve(input, filter, strides=strides, padding=padding, data_format=data_format, dilations=dilations)]
 
 
 @register_op("DepthwiseConv2dNative", dtypes=D.FLOAT)
-def depthwise_conv2d(ctx, input, filter, *, T, strides, padding, explicit_paddings=(), data_format="NHWC",
-                     dilations=DILATIONS_2D):
+def depthwise_conv2d(ctx, input, filter, *, T, strides, padding, explicit_paddings, data_format, dilations):
     check_operands(ctx, T, input, filter)
     return [convolve(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
                      data_format=data_format, dilations=dilations, depthwise=True)]
 
 
 @register_op("Conv", dtypes=CONV_DTYPES)
-def conv(ctx, input, filter, *, T, strides, padding, explicit_paddings=(), data_format="CHANNELS_LAST",
-         dilations=(), batch_dims=1, groups=1):
+def conv(ctx, input, filter, *, T, strides, padding, explicit_paddings, data_format, dilations, batch_dims, groups):
     """TF's rank-generic convolution: `batch_dims` leading dimensions, then spatial and channel dimensions.
     The groups follow from the input and filter depths, as in Conv2D."""
     check_data_format(data_format, ("CHANNELS_LAST", "CHANNELS_FIRST"))
@@ -186,8 +182,8 @@ def conv(ctx, input, filter, *, T, strides, padding, explicit_paddings=(), data_
 
 
 @register_op("Conv2DBackpropInput", dtypes=CONV_DTYPES, constant_inputs=("input_sizes",))
-def conv2d_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu=True,
-                          explicit_paddings=(), data_format="NHWC", dilations=DILATIONS_2D):
+def conv2d_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu,
+                          explicit_paddings, data_format, dilations):
     check_operands(ctx, T, filter, out_backprop)
     input_shape = input_sizes_2d(input_sizes, filter, out_backprop, data_format)
     return [backprop_input(input_shape, filter, out_backprop, strides=strides, padding=padding,
@@ -195,16 +191,16 @@ def conv2d_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strides,
 
 
 @register_op("Conv2DBackpropInputV2", dtypes=CONV_DTYPES)
-def conv2d_backprop_input_v2(ctx, input, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu=True,
-                             explicit_paddings=(), data_format="NHWC", dilations=DILATIONS_2D):
+def conv2d_backprop_input_v2(ctx, input, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu,
+                             explicit_paddings, data_format, dilations):
     check_operands(ctx, T, input, filter, out_backprop)
     return [backprop_input(input.shape, filter, out_backprop, strides=strides, padding=padding,
                            explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)]
 
 
 @register_op("Conv2DBackpropFilter", dtypes=D.FLOAT, constant_inputs=("filter_sizes",))
-def conv2d_backprop_filter(ctx, input, filter_sizes, out_backprop, *, T, strides, padding, use_cudnn_on_gpu=True,
-                           explicit_paddings=(), data_format="NHWC", dilations=DILATIONS_2D):
+def conv2d_backprop_filter(ctx, input, filter_sizes, out_backprop, *, T, strides, padding, use_cudnn_on_gpu,
+                           explicit_paddings, data_format, dilations):
     check_operands(ctx, T, input, out_backprop)
     shape = sizes(filter_sizes, "filter_sizes", 4)
     return [backprop_filter(input, shape, out_backprop, strides=strides, padding=padding,
@@ -212,16 +208,16 @@ def conv2d_backprop_filter(ctx, input, filter_sizes, out_backprop, *, T, strides
 
 
 @register_op("Conv2DBackpropFilterV2", dtypes=D.FLOAT)
-def conv2d_backprop_filter_v2(ctx, input, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu=True,
-                              explicit_paddings=(), data_format="NHWC", dilations=DILATIONS_2D):
+def conv2d_backprop_filter_v2(ctx, input, filter, out_backprop, *, T, strides, padding, use_cudnn_on_gpu,
+                              explicit_paddings, data_format, dilations):
     check_operands(ctx, T, input, filter, out_backprop)
     return [backprop_filter(input, filter.shape, out_backprop, strides=strides, padding=padding,
                             explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)]
 
 
 @register_op("Conv3DBackpropInputV2", dtypes=D.FLOAT, constant_inputs=("input_sizes",))
-def conv3d_backprop_input_v2(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, data_format="NDHWC",
-                             dilations=DILATIONS_3D, Tshape=np.dtype(np.int32)):
+def conv3d_backprop_input_v2(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, data_format, dilations,
+                             Tshape):
     check_operands(ctx, T, filter, out_backprop)
     shape = sizes(input_sizes, "input_sizes", 5)
     return [backprop_input(shape, filter, out_backprop, strides=strides, padding=padding,
@@ -229,15 +225,14 @@ def conv3d_backprop_input_v2(ctx, input_sizes, filter, out_backprop, *, T, strid
 
 
 @register_op("Conv3DBackpropInput", dtypes=CONV3D_V1_DTYPES)
-def conv3d_backprop_input(ctx, input, filter, out_backprop, *, T, strides, padding, dilations=DILATIONS_3D):
+def conv3d_backprop_input(ctx, input, filter, out_backprop, *, T, strides, padding, dilations):
     check_operands(ctx, T, input, filter, out_backprop)
     return [backprop_input(input.shape, filter, out_backprop, strides=strides, padding=padding,
                            data_format="NDHWC", dilations=dilations)]
 
 
 @register_op("Conv3DBackpropFilterV2", dtypes=D.FLOAT, constant_inputs=("filter_sizes",))
-def conv3d_backprop_filter_v2(ctx, input, filter_sizes, out_backprop, *, T, strides, padding, data_format="NDHWC",
-                              dilations=DILATIONS_3D):
+def conv3d_backprop_filter_v2(ctx, input, filter_sizes, out_backprop, *, T, strides, padding, data_format, dilations):
     check_operands(ctx, T, input, out_backprop)
     shape = sizes(filter_sizes, "filter_sizes", 5)
     return [backprop_filter(input, shape, out_backprop, strides=strides, padding=padding,
@@ -245,15 +240,15 @@ def conv3d_backprop_filter_v2(ctx, input, filter_sizes, out_backprop, *, T, stri
 
 
 @register_op("Conv3DBackpropFilter", dtypes=CONV3D_V1_DTYPES)
-def conv3d_backprop_filter(ctx, input, filter, out_backprop, *, T, strides, padding, dilations=DILATIONS_3D):
+def conv3d_backprop_filter(ctx, input, filter, out_backprop, *, T, strides, padding, dilations):
     check_operands(ctx, T, input, filter, out_backprop)
     return [backprop_filter(input, filter.shape, out_backprop, strides=strides, padding=padding,
                             data_format="NDHWC", dilations=dilations)]
 
 
 @register_op("DepthwiseConv2dNativeBackpropInput", dtypes=D.FLOAT, constant_inputs=("input_sizes",))
-def depthwise_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, explicit_paddings=(),
-                             data_format="NHWC", dilations=DILATIONS_2D):
+def depthwise_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strides, padding, explicit_paddings,
+                             data_format, dilations):
     check_operands(ctx, T, filter, out_backprop)
     shape = sizes(input_sizes, "input_sizes", 4)
     return [backprop_input(shape, filter, out_backprop, strides=strides, padding=padding,
@@ -262,8 +257,8 @@ def depthwise_backprop_input(ctx, input_sizes, filter, out_backprop, *, T, strid
 
 
 @register_op("DepthwiseConv2dNativeBackpropFilter", dtypes=D.FLOAT, constant_inputs=("filter_sizes",))
-def depthwise_backprop_filter(ctx, input, filter_sizes, out_backprop, *, T, strides, padding, explicit_paddings=(),
-                              data_format="NHWC", dilations=DILATIONS_2D):
+def depthwise_backprop_filter(ctx, input, filter_sizes, out_backprop, *, T, strides, padding, explicit_paddings,
+                              data_format, dilations):
     check_operands(ctx, T, input, out_backprop)
     shape = sizes(filter_sizes, "filter_sizes", 4)
     return [backprop_filter(input, shape, out_backprop, strides=strides, padding=padding,

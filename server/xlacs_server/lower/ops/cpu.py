@@ -33,8 +33,7 @@ def depthwise_shifted(x, kernel, *, strides, padding, dilations):
 
 
 @register_op("DepthwiseConv2dNative", dtypes=D.FLOAT, platform="cpu")
-def depthwise_conv2d_cpu(ctx, input, filter, *, T, strides, padding, explicit_paddings=(), data_format="NHWC",
-                         dilations=()):
+def depthwise_conv2d_cpu(ctx, input, filter, *, T, strides, padding, explicit_paddings, data_format, dilations):
     check_operands(ctx, T, input, filter)
     check_convolution(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
                       data_format=data_format, dilations=dilations, depthwise=True)

@@ -16,8 +16,6 @@ from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.registry import register_op
 
 REAL = (np.float32, np.float64)
-COMPLEX64 = np.dtype(np.complex64)
-FLOAT32 = np.dtype(np.float32)
 
 
 def _inner(input, rank: int) -> tuple[int, ...]:
@@ -34,16 +32,16 @@ def _lengths(fft_length, count: int) -> tuple[int, ...]:
     return axes(fft_length)
 
 
-def complex_fft(transform, rank, ctx, input, *, Tcomplex=COMPLEX64):
+def complex_fft(transform, rank, ctx, input, *, Tcomplex):
     return [transform(input, axes=_inner(input, rank))]
 
 
-def real_fft(rank, ctx, input, fft_length, *, Treal=FLOAT32, Tcomplex=COMPLEX64):
+def real_fft(rank, ctx, input, fft_length, *, Treal, Tcomplex):
     inner = _inner(input, rank)
     return [jnp.fft.rfftn(input, s=_lengths(fft_length, rank), axes=inner).astype(Tcomplex)]
 
 
-def inverse_real_fft(rank, ctx, input, fft_length, *, Treal=FLOAT32, Tcomplex=COMPLEX64):
+def inverse_real_fft(rank, ctx, input, fft_length, *, Treal, Tcomplex):
     inner = _inner(input, rank)
     return [jnp.fft.irfftn(input, s=_lengths(fft_length, rank), axes=inner).astype(Treal)]
 
@@ -66,7 +64,7 @@ def _nd(fft_length, axes_, ndim: int) -> dict:
     return {"s": _lengths(fft_length, len(dims)) if np.size(fft_length) else None, "axes": dims}
 
 
-def complex_fft_nd(transform, ctx, input, fft_length, axes, *, Tcomplex=COMPLEX64):
+def complex_fft_nd(transform, ctx, input, fft_length, axes, *, Tcomplex):
     return [transform(input, **_nd(fft_length, axes, input.ndim))]
 
 
@@ -77,10 +75,10 @@ register_op("IFFTND", dtypes=D.COMPLEX, type_attr="Tcomplex", constant_inputs=("
 
 
 @register_op("RFFTND", dtypes=REAL, type_attr="Treal", constant_inputs=("fft_length", "axes"))
-def real_fft_nd(ctx, input, fft_length, axes, *, Treal=FLOAT32, Tcomplex=COMPLEX64):
+def real_fft_nd(ctx, input, fft_length, axes, *, Treal, Tcomplex):
     return [jnp.fft.rfftn(input, **_nd(fft_length, axes, input.ndim)).astype(Tcomplex)]
 
 
 @register_op("IRFFTND", dtypes=REAL, type_attr="Treal", constant_inputs=("fft_length", "axes"))
-def inverse_real_fft_nd(ctx, input, fft_length, axes, *, Treal=FLOAT32, Tcomplex=COMPLEX64):
+def inverse_real_fft_nd(ctx, input, fft_length, axes, *, Treal, Tcomplex):
     return [jnp.fft.irfftn(input, **_nd(fft_length, axes, input.ndim)).astype(Treal)]

@@ -14,7 +14,7 @@ from xlacs_server.errors import DataDependentShape
 from xlacs_server.lower import dtypes as D, limits
 from xlacs_server.lower.checks import InvalidArgument, check_axes, check_rank, check_scalar
 from xlacs_server.lower.context import is_constant
-from xlacs_server.lower.ops.array import INT32, scalar
+from xlacs_server.lower.ops.array import scalar
 from xlacs_server.lower.ops.broadcast import shape_of
 from xlacs_server.lower.registry import register_op
 
@@ -30,13 +30,13 @@ def take(params, indices, axis: int, batch_dims: int):
 
 
 @register_op("Gather", type_attr="Tparams")
-def gather(ctx, params, indices, *, Tparams, Tindices, validate_indices=True):
+def gather(ctx, params, indices, *, Tparams, Tindices, validate_indices):
     check_rank(params, "params", min_rank=1)
     return [take(jnp.asarray(params), indices, 0, 0)]
 
 
 @register_op("GatherV2", type_attr="Tparams", constant_inputs=("axis",))
-def gather_v2(ctx, params, indices, axis, *, Tparams, Tindices, Taxis, batch_dims=0):
+def gather_v2(ctx, params, indices, axis, *, Tparams, Tindices, Taxis, batch_dims):
     check_rank(params, "params", min_rank=1)
     if not -indices.ndim <= batch_dims <= indices.ndim:
         raise InvalidArgument(f"batch_dims={batch_dims} is out of range for input 'indices' of rank "
@@ -57,7 +57,7 @@ def nd_index(indices) -> tuple:
 
 
 @register_op("GatherNd", type_attr="Tparams")
-def gather_nd(ctx, params, indices, *, Tparams, Tindices, bad_indices_policy=""):
+def gather_nd(ctx, params, indices, *, Tparams, Tindices, bad_indices_policy):
     params = jnp.asarray(params)
     check_rank(params, "params", min_rank=1)
     check_rank(indices, "indices", min_rank=1)
@@ -99,7 +99,7 @@ def scatter_into(method: str, tensor, indices, updates):
     return getattr(jnp.asarray(tensor).at[nd_index(indices)], method)(updates, **DROP_OUT_OF_RANGE)
 
 
-def tensor_scatter(method, ctx, tensor, indices, updates, *, T, Tindices, bad_indices_policy=""):
+def tensor_scatter(method, ctx, tensor, indices, updates, *, T, Tindices, bad_indices_policy):
     return [scatter_into(method, tensor, indices, updates)]
 
 
@@ -108,18 +108,17 @@ for _op, (_method, _dtypes) in SCATTERS.items():
 
 
 @register_op("ScatterNdNonAliasingAdd", dtypes=D.NUMERIC)
-def scatter_nd_non_aliasing_add(ctx, input, indices, updates, *, T, Tindices, bad_indices_policy=""):
+def scatter_nd_non_aliasing_add(ctx, input, indices, updates, *, T, Tindices, bad_indices_policy):
     return [scatter_into("add", input, indices, updates)]
 
 
 @register_op("ScatterNd", dtypes=D.NUMERIC, constant_inputs=("shape",))
-def scatter_nd(ctx, indices, updates, shape, *, T, Tindices, bad_indices_policy=""):
+def scatter_nd(ctx, indices, updates, shape, *, T, Tindices, bad_indices_policy):
     return [scatter_into("add", jnp.zeros(shape_of(shape, "shape"), updates.dtype), indices, updates)]
 
 
 @register_op("SparseToDense", constant_inputs=("output_shape",))
-def sparse_to_dense(ctx, sparse_indices, output_shape, sparse_values, default_value, *, T, Tindices,
-                    validate_indices=True):
+def sparse_to_dense(ctx, sparse_indices, output_shape, sparse_values, default_value, *, T, Tindices, validate_indices):
     shape = shape_of(output_shape, "output_shape") if output_shape.ndim else ()
     if sparse_indices.ndim > 2:
         raise InvalidArgument(f"input 'sparse_indices' has shape {list(sparse_indices.shape)}; it must be a scalar, "
@@ -161,7 +160,7 @@ def dynamic_stitch(ctx, *indices_and_data, N, T):
 
 
 @register_op("OneHot", constant_inputs=("depth",))
-def one_hot(ctx, indices, depth, on_value, off_value, *, T, TI=np.dtype(np.int64), axis=-1):
+def one_hot(ctx, indices, depth, on_value, off_value, *, T, TI, axis):
     check_scalar(depth, "depth")
     if depth < 0:
         raise InvalidArgument(f"input 'depth' is {int(depth)}; it must be non-negative", input="depth")
@@ -178,7 +177,7 @@ def one_hot(ctx, indices, depth, on_value, off_value, *, T, TI=np.dtype(np.int64
 
 
 @register_op("UnravelIndex", type_attr="Tidx", dtypes=D.INDEX)
-def unravel_index(ctx, indices, dims, *, Tidx=INT32):
+def unravel_index(ctx, indices, dims, *, Tidx):
     """The coordinates of flat indices in an array of shape `dims`: [len(dims)] + indices' shape."""
     check_rank(dims, "dims", rank=1)
     if indices.ndim > 1:
@@ -192,6 +191,6 @@ def unravel_index(ctx, indices, dims, *, Tidx=INT32):
 
 
 @register_op("InvertPermutation", dtypes=D.INDEX)
-def invert_permutation(ctx, x, *, T=INT32):
+def invert_permutation(ctx, x, *, T):
     check_rank(x, "x", rank=1)
     return [jnp.zeros_like(x).at[x].set(jnp.arange(x.shape[0], dtype=x.dtype), **DROP_OUT_OF_RANGE)]

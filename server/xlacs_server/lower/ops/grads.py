@@ -8,7 +8,7 @@ from jax import lax
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.checks import check_dtype, check_rank, check_same_shapes, input_names
-from xlacs_server.lower.ops.nn import (BATCH_NORM_DTYPES, F32, FUSED_BATCH_NORM_FORMATS, LRN_DTYPES, SELU_ALPHA,
+from xlacs_server.lower.ops.nn import (BATCH_NORM_DTYPES, FUSED_BATCH_NORM_FORMATS, LRN_DTYPES, SELU_ALPHA,
                                        SELU_SCALE, batch_norm_axes, channel_axis, check_data_format, check_depth_radius,
                                        check_per_channel, lrn, per_channel, zero)
 from xlacs_server.lower.registry import register_op
@@ -33,13 +33,13 @@ for _op, (_fn, _dtypes) in ACTIVATION_GRADS.items():
 
 
 @register_op("LeakyReluGrad", dtypes=D.FLOAT)
-def leaky_relu_grad(ctx, gradients, features, *, T=F32, alpha=0.2):
+def leaky_relu_grad(ctx, gradients, features, *, T, alpha):
     check_same_shapes(ctx.node.op, (gradients, features), T)
     return [jnp.where(features > 0, gradients, gradients * jnp.asarray(alpha, gradients.dtype))]
 
 
 @register_op("BiasAddGrad", dtypes=D.NUMERIC)
-def bias_add_grad(ctx, out_backprop, *, T, data_format="NHWC"):
+def bias_add_grad(ctx, out_backprop, *, T, data_format):
     check_data_format(data_format, ("NHWC", "NCHW"))
     check_dtype(out_backprop, "out_backprop", T)
     check_rank(out_backprop, "out_backprop", min_rank=2)
@@ -49,7 +49,7 @@ def bias_add_grad(ctx, out_backprop, *, T, data_format="NHWC"):
 
 
 @register_op("LRNGrad", dtypes=LRN_DTYPES)
-def lrn_grad(ctx, input_grads, input_image, output_image, *, T=F32, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
+def lrn_grad(ctx, input_grads, input_image, output_image, *, T, depth_radius, bias, alpha, beta):
     check_same_shapes(ctx.node.op, (input_grads, input_image, output_image), T)
     check_rank(input_grads, "input_grads", rank=4)
     check_depth_radius(depth_radius)
@@ -89,15 +89,15 @@ def check_batch_norm_grad(ctx, y_backprop, x, vectors, T, U, data_format: str) -
 
 
 @register_op("FusedBatchNormGrad", dtypes=(np.float32,))
-def fused_batch_norm_grad(ctx, y_backprop, x, scale, reserve_space_1, reserve_space_2, *, T, epsilon=1e-4,
-                          data_format="NHWC", is_training=True):
+def fused_batch_norm_grad(ctx, y_backprop, x, scale, reserve_space_1, reserve_space_2, *, T, epsilon, data_format,
+                          is_training):
     check_batch_norm_grad(ctx, y_backprop, x, (scale, reserve_space_1, reserve_space_2), T, T, data_format)
     return batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_2, epsilon, data_format, is_training)
 
 
 @register_op("FusedBatchNormGradV2", "FusedBatchNormGradV3", dtypes=BATCH_NORM_DTYPES)
 def fused_batch_norm_grad_v2(ctx, y_backprop, x, scale, reserve_space_1, reserve_space_2, *reserve_space_3, T, U,
-                             epsilon=1e-4, data_format="NHWC", is_training=True):
+                             epsilon, data_format, is_training):
     """V3's extra reserve_space_3 input is cuDNN's; the gradient does not need it."""
     check_batch_norm_grad(ctx, y_backprop, x, (scale, reserve_space_1, reserve_space_2), T, U, data_format)
     return batch_norm_grad(y_backprop, x, scale, reserve_space_1, reserve_space_2, epsilon, data_format, is_training)

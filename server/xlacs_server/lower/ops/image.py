@@ -91,7 +91,7 @@ def resize_bilinear(images, size, align_corners: bool, half_pixel_centers: bool)
 
 
 @register_op("ResizeBilinear", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
-def resize_bilinear_op(ctx, images, size, *, T, align_corners=False, half_pixel_centers=False):
+def resize_bilinear_op(ctx, images, size, *, T, align_corners, half_pixel_centers):
     return [resize_bilinear(images, output_size(images, size), align_corners, half_pixel_centers)]
 
 
@@ -113,7 +113,7 @@ def transpose_of(resize, grads, original_shape, dtype):
 
 
 @register_op("ResizeBilinearGrad", dtypes=D.FLOAT)
-def resize_bilinear_grad(ctx, grads, original_image, *, T, align_corners=False, half_pixel_centers=False):
+def resize_bilinear_grad(ctx, grads, original_image, *, T, align_corners, half_pixel_centers):
     check_grads(grads, original_image.shape)
     size = grads.shape[1:3]
     return [transpose_of(lambda x: resize_bilinear(x, size, align_corners, half_pixel_centers), grads,
@@ -138,13 +138,13 @@ def nearest_grid(in_shape, size, align_corners, half_pixel_centers):
 
 
 @register_op("ResizeNearestNeighbor", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
-def resize_nearest(ctx, images, size, *, T, align_corners=False, half_pixel_centers=False):
+def resize_nearest(ctx, images, size, *, T, align_corners, half_pixel_centers):
     rows, cols = nearest_grid(images.shape, output_size(images, size), align_corners, half_pixel_centers)
     return [jnp.asarray(images)[:, rows, cols]]
 
 
 @register_op("ResizeNearestNeighborGrad", dtypes=NEAREST_GRAD_DTYPES, constant_inputs=("size",))
-def resize_nearest_grad(ctx, grads, size, *, T, align_corners=False, half_pixel_centers=False):
+def resize_nearest_grad(ctx, grads, size, *, T, align_corners, half_pixel_centers):
     height, width = output_size(grads, size, "grads")
     rows, cols = nearest_grid((None, height, width), grads.shape[1:3], align_corners, half_pixel_centers)
     return [jnp.zeros((grads.shape[0], height, width, grads.shape[3]), grads.dtype).at[:, rows, cols].add(grads)]
@@ -193,12 +193,12 @@ def resize_bicubic(images, size, align_corners: bool, half_pixel_centers: bool):
 
 
 @register_op("ResizeBicubic", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
-def resize_bicubic_op(ctx, images, size, *, T, align_corners=False, half_pixel_centers=False):
+def resize_bicubic_op(ctx, images, size, *, T, align_corners, half_pixel_centers):
     return [resize_bicubic(images, output_size(images, size), align_corners, half_pixel_centers)]
 
 
 @register_op("ResizeBicubicGrad", dtypes=(np.float32, np.float64))
-def resize_bicubic_grad(ctx, grads, original_image, *, T, align_corners=False, half_pixel_centers=False):
+def resize_bicubic_grad(ctx, grads, original_image, *, T, align_corners, half_pixel_centers):
     check_grads(grads, original_image.shape)
     size = grads.shape[1:3]
     return [transpose_of(lambda x: resize_bicubic(x, size, align_corners, half_pixel_centers), grads,
@@ -228,7 +228,7 @@ def area_taps(in_size: int, out_size: int, scale) -> tuple[np.ndarray, np.ndarra
 
 
 @register_op("ResizeArea", dtypes=RESIZE_DTYPES, constant_inputs=("size",))
-def resize_area(ctx, images, size, *, T, align_corners=False):
+def resize_area(ctx, images, size, *, T, align_corners):
     out_height, out_width = output_size(images, size)
     y_scale = resize_scale(images.shape[H], out_height, align_corners)
     x_scale = resize_scale(images.shape[W], out_width, align_corners)

@@ -62,7 +62,7 @@ def cholesky(ctx, input, *, T):
 
 
 @register_op("Qr", dtypes=LINALG_HALF)
-def qr(ctx, input, *, T, full_matrices=False):
+def qr(ctx, input, *, T, full_matrices):
     return _widening_half(lambda x: list(jnp.linalg.qr(x, mode="complete" if full_matrices else "reduced")))(
         matrices(input))
 
@@ -81,7 +81,7 @@ def log_matrix_determinant(ctx, input, *, T):
 
 
 @register_op("MatrixInverse", dtypes=LINALG_HALF)
-def matrix_inverse(ctx, input, *, T, adjoint=False):
+def matrix_inverse(ctx, input, *, T, adjoint):
     return _widening_half(lambda x: [jnp.linalg.inv(_adjoint_if(x, adjoint))])(matrices(input, square=True))
 
 
@@ -90,13 +90,13 @@ def _adjoint_if(x, flag: bool):
 
 
 @register_op("MatrixSolve", dtypes=LINALG_HALF)
-def matrix_solve(ctx, matrix, rhs, *, T, adjoint=False):
+def matrix_solve(ctx, matrix, rhs, *, T, adjoint):
     check_rhs(matrices(matrix, "matrix", square=True), rhs)
     return _widening_half(lambda a, b: [jnp.linalg.solve(_adjoint_if(a, adjoint), b)])(matrix, rhs)
 
 
 @register_op("MatrixTriangularSolve", dtypes=LINALG_HALF + (ml_dtypes.bfloat16,))
-def matrix_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
+def matrix_triangular_solve(ctx, matrix, rhs, *, T, lower, adjoint):
     # Batch dimensions broadcast (TF >= 2.2); only the `lower` (or upper) triangle of the matrix is read.
     check_rhs(matrices(matrix, "matrix", square=True), rhs, broadcast=True)
     batch = np.broadcast_shapes(matrix.shape[:-2], rhs.shape[:-2])
@@ -107,7 +107,7 @@ def matrix_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
 
 
 @register_op("BandedTriangularSolve", dtypes=LINALG_HALF)
-def banded_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
+def banded_triangular_solve(ctx, matrix, rhs, *, T, lower, adjoint):
     """`matrix` holds the K bands of each triangular matrix, [..., K, M]: from the diagonal down (lower) or from
     the (K - 1)-th superdiagonal down to the diagonal (upper), superdiagonals padded on the right and
     subdiagonals on the left."""
@@ -122,7 +122,7 @@ def banded_triangular_solve(ctx, matrix, rhs, *, T, lower=True, adjoint=False):
 
 
 @register_op("MatrixSolveLs", dtypes=LINALG_HALF)
-def matrix_solve_ls(ctx, matrix, rhs, l2_regularizer, *, T, fast=True):
+def matrix_solve_ls(ctx, matrix, rhs, l2_regularizer, *, T, fast):
     check_rhs(matrices(matrix, "matrix"), rhs)
     check_scalar(l2_regularizer, "l2_regularizer")
     def solve(a, b, l2):
@@ -139,7 +139,7 @@ def matrix_solve_ls(ctx, matrix, rhs, l2_regularizer, *, T, fast=True):
 
 
 @register_op("Svd", dtypes=LINALG_HALF)
-def svd(ctx, input, *, T, compute_uv=True, full_matrices=False):
+def svd(ctx, input, *, T, compute_uv, full_matrices):
     def decompose(x):
         if not compute_uv:
             return [jnp.linalg.svd(x, compute_uv=False).astype(x.dtype), _no_output(x.dtype), _no_output(x.dtype)]
@@ -149,7 +149,7 @@ def svd(ctx, input, *, T, compute_uv=True, full_matrices=False):
 
 
 @register_op("SelfAdjointEigV2", dtypes=LINALG_HALF)
-def self_adjoint_eig_v2(ctx, input, *, T, compute_v=True):
+def self_adjoint_eig_v2(ctx, input, *, T, compute_v):
     def decompose(x):
         # The lower triangle is read, as TF's Eigen solver does; eigenvalues come in ascending order.
         v, w = lax.linalg.eigh(x, lower=True, symmetrize_input=False)
@@ -158,7 +158,7 @@ def self_adjoint_eig_v2(ctx, input, *, T, compute_v=True):
 
 
 @register_op("Eig", dtypes=LINALG, devices=("cpu",))  # XLA has a non-symmetric eigensolver on CPU only
-def eig(ctx, input, *, T, Tout, compute_v=True):
+def eig(ctx, input, *, T, Tout, compute_v):
     w, v = jnp.linalg.eig(matrices(input, square=True))
     return [w.astype(Tout), v.astype(Tout) if compute_v else _no_output(Tout)]
 
@@ -189,7 +189,7 @@ def cholesky_grad(ctx, l, grad, *, T):
 
 
 @register_op("Lu", dtypes=LINALG_HALF)
-def lu(ctx, input, *, T, output_idx_type=np.dtype(np.int32)):
+def lu(ctx, input, *, T, output_idx_type):
     def factor(x):
         packed, _, permutation = lax.linalg.lu(x)  # input[permutation] == L @ U, as TF's p
         return [packed, permutation.astype(output_idx_type)]
@@ -239,7 +239,7 @@ def _eliminate(row, coefficients, pivoting: bool):
 
 
 @register_op("TridiagonalSolve", dtypes=LINALG)
-def tridiagonal_solve(ctx, diagonals, rhs, *, T, partial_pivoting=True, perturb_singular=False):
+def tridiagonal_solve(ctx, diagonals, rhs, *, T, partial_pivoting, perturb_singular):
     """diagonals[..., 0, :] is the superdiagonal, [..., 1, :] the diagonal, [..., 2, :] the subdiagonal (their
     unused ends are ignored); rhs is [..., M, K]. A singular system gives inf or NaN where TF raises."""
     if perturb_singular:

@@ -11,8 +11,6 @@ from xlacs_server.lower.checks import InvalidArgument, Unimplemented, check_scal
 from xlacs_server.lower.registry import register_op
 from xlacs_server.lower.tensor_list import StackRef, TensorArrayHandle, TensorList, merge_shapes, shape_operand
 
-INT32 = np.dtype(np.int32)
-
 
 def _static_size(value, input: str, *, bound: bool = False) -> int:
     """A list's size, or its bound (`bound`), where TF takes a negative one for "unbounded", which XLA's
@@ -103,12 +101,12 @@ def tensor_list_from_tensor(ctx, tensor, element_shape, *, element_dtype, shape_
 
 
 @register_op("TensorListGetItem", type_attr="element_dtype")
-def tensor_list_get_item(ctx, input_handle, index, element_shape, *, element_dtype, Tshape=INT32):
+def tensor_list_get_item(ctx, input_handle, index, element_shape, *, element_dtype, Tshape):
     return [_get(input_handle, index, shape_operand(element_shape))]
 
 
 @register_op("TensorListSetItem", type_attr="element_dtype")
-def tensor_list_set_item(ctx, input_handle, index, item, *, element_dtype, resize_if_index_out_of_bounds=False):
+def tensor_list_set_item(ctx, input_handle, index, item, *, element_dtype, resize_if_index_out_of_bounds):
     if resize_if_index_out_of_bounds:
         raise Unimplemented("resize_if_index_out_of_bounds=True grows the list at run time; XLA lists have a "
                             "static size", attr="resize_if_index_out_of_bounds")
@@ -116,7 +114,7 @@ def tensor_list_set_item(ctx, input_handle, index, item, *, element_dtype, resiz
 
 
 @register_op("TensorListStack", type_attr="element_dtype")
-def tensor_list_stack(ctx, input_handle, element_shape, *, element_dtype, num_elements=-1):
+def tensor_list_stack(ctx, input_handle, element_shape, *, element_dtype, num_elements):
     return [_stack(input_handle, shape_operand(element_shape))]
 
 
@@ -154,8 +152,8 @@ def tensor_list_pop_back(ctx, input_handle, element_shape, *, element_dtype):
 # --- TensorArrayV3: the state is the flow value ---------------------------------------------------------
 
 @register_op("TensorArrayV3", type_attr="dtype", constant_inputs=("size",))
-def tensor_array(ctx, size, *, dtype, element_shape=None, dynamic_size=False, clear_after_read=True,
-                 identical_element_shapes=False, tensor_array_name=""):
+def tensor_array(ctx, size, *, dtype, element_shape, dynamic_size, clear_after_read, identical_element_shapes,
+                 tensor_array_name):
     if dynamic_size:
         raise Unimplemented("dynamic_size=True grows the array at run time; XLA arrays have a static size",
                             attr="dynamic_size")
@@ -175,7 +173,7 @@ def tensor_array_write(ctx, handle, index, value, flow_in, *, T):
 
 
 @register_op("TensorArrayGatherV3", type_attr="dtype")
-def tensor_array_gather(ctx, handle, indices, flow_in, *, dtype, element_shape=None):
+def tensor_array_gather(ctx, handle, indices, flow_in, *, dtype, element_shape):
     return [_gather(flow_in, indices, handle.element_shape if element_shape is None else tuple(element_shape))]
 
 
@@ -186,7 +184,7 @@ def tensor_array_scatter(ctx, handle, indices, value, flow_in, *, T):
 
 
 @register_op("TensorArrayConcatV3", type_attr="dtype")
-def tensor_array_concat(ctx, handle, flow_in, *, dtype, element_shape_except0=None):
+def tensor_array_concat(ctx, handle, flow_in, *, dtype, element_shape_except0):
     return _concat(flow_in, handle.element_shape)
 
 
@@ -222,14 +220,14 @@ def tensor_array_grad(ctx, handle, flow_in, *, source):
 # --- StackV2: a cell holding a TensorList; pushes and pops assign it, so they never fold ----------------
 
 @register_op("StackV2", type_attr="elem_type", constant_inputs=("max_size",), foldable=False)
-def stack(ctx, max_size, *, elem_type, stack_name=""):
+def stack(ctx, max_size, *, elem_type, stack_name):
     # TF1 bounds the stacks of while-loop gradients only when it builds them in an XLA context.
     size = _static_size(max_size, "max_size", bound=True)
     return [StackRef(stack_name or ctx.name, TensorList.new(elem_type, size, 0, None))]
 
 
 @register_op("StackPushV2", foldable=False)
-def stack_push(ctx, handle, elem, *, T, swap_memory=False):
+def stack_push(ctx, handle, elem, *, T, swap_memory):
     handle.assign(_push(handle.value, elem))
     return [elem]
 

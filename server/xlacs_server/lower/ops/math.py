@@ -34,7 +34,7 @@ def check_product(x, y, inputs: tuple[str, str], *, batched: bool) -> None:
 
 
 @register_op("MatMul", dtypes=MATMUL_TYPES)
-def mat_mul(ctx, a, b, *, T, transpose_a=False, transpose_b=False, grad_a=False, grad_b=False):
+def mat_mul(ctx, a, b, *, T, transpose_a, transpose_b, grad_a, grad_b):
     check_dtypes(ctx.node.op, (a, b), T)
     a = a.T if transpose_a else a
     b = b.T if transpose_b else b
@@ -49,7 +49,7 @@ def _batch_mat_mul(x, y, adj_x, adj_y, out_dtype):
     return jnp.matmul(x.astype(out_dtype), y.astype(out_dtype), precision=HIGHEST)
 
 
-def batch_mat_mul(ctx, x, y, *, T, adj_x=False, adj_y=False, grad_x=False, grad_y=False):
+def batch_mat_mul(ctx, x, y, *, T, adj_x, adj_y, grad_x, grad_y):
     check_dtypes(ctx.node.op, (x, y), T)
     return [_batch_mat_mul(x, y, adj_x, adj_y, T)]
 
@@ -59,15 +59,14 @@ register_op("BatchMatMulV2", dtypes=BATCH_MATMUL_V2_TYPES)(batch_mat_mul)
 
 
 @register_op("BatchMatMulV3", dtypes=BATCH_MATMUL_V3_OUT_TYPES, type_attr="Tout")
-def batch_mat_mul_v3(ctx, x, y, *, Ta, Tb, Tout, adj_x=False, adj_y=False, grad_x=False, grad_y=False):
+def batch_mat_mul_v3(ctx, x, y, *, Ta, Tb, Tout, adj_x, adj_y, grad_x, grad_y):
     check_dtype(x, "x", Ta, "Ta")
     check_dtype(y, "y", Tb, "Tb")
     return [_batch_mat_mul(x, y, adj_x, adj_y, Tout)]  # TF widens the operands (e.g. int8) to Tout first
 
 
 @register_op("SparseMatMul", dtypes=(np.float32, ml_dtypes.bfloat16), type_attr="Ta")
-def sparse_mat_mul(ctx, a, b, *, Ta=np.dtype(np.float32), Tb=np.dtype(np.float32), transpose_a=False,
-                   transpose_b=False, a_is_sparse=False, b_is_sparse=False):
+def sparse_mat_mul(ctx, a, b, *, Ta, Tb, transpose_a, transpose_b, a_is_sparse, b_is_sparse):
     # The sparsity flags are hints for TF's CPU kernel; the product is dense and always float32.
     check_dtype(a, "a", Ta, "Ta")
     check_dtype(b, "b", Tb, "Tb")

@@ -19,7 +19,7 @@ V2_ALIGN = "LEFT_LEFT"
 
 
 @register_op("MatrixBandPart", dtypes=D.ALL)
-def matrix_band_part(ctx, input, num_lower, num_upper, *, T, Tindex=np.dtype(np.int64)):
+def matrix_band_part(ctx, input, num_lower, num_upper, *, T, Tindex):
     check_rank(input, "input", min_rank=2)
     rows, cols = input.shape[-2:]
     for name, value, most in (("num_lower", num_lower, rows), ("num_upper", num_upper, cols)):
@@ -141,7 +141,7 @@ def _matrix_set_diag(input, diagonal, k, align):
 
 
 @register_op("MatrixDiagV3", dtypes=D.ALL, constant_inputs=("k", "num_rows", "num_cols"))
-def matrix_diag_v3(ctx, diagonal, k, num_rows, num_cols, padding_value, *, T, align="RIGHT_LEFT"):
+def matrix_diag_v3(ctx, diagonal, k, num_rows, num_cols, padding_value, *, T, align):
     return matrix_from_diagonals(diagonal, k, num_rows, num_cols, padding_value, align)
 
 
@@ -156,7 +156,7 @@ def matrix_diag(ctx, diagonal, *, T):
 
 
 @register_op("MatrixDiagPartV3", dtypes=D.ALL, constant_inputs=("k",))
-def matrix_diag_part_v3(ctx, input, k, padding_value, *, T, align="RIGHT_LEFT"):
+def matrix_diag_part_v3(ctx, input, k, padding_value, *, T, align):
     return _matrix_diag_part(input, k, padding_value, align)
 
 
@@ -171,7 +171,7 @@ def matrix_diag_part(ctx, input, *, T):
 
 
 @register_op("MatrixSetDiagV3", dtypes=D.ALL, constant_inputs=("k",))
-def matrix_set_diag_v3(ctx, input, diagonal, k, *, T, align="RIGHT_LEFT"):
+def matrix_set_diag_v3(ctx, input, diagonal, k, *, T, align):
     return _matrix_set_diag(input, diagonal, k, align)
 
 

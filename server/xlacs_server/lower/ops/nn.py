@@ -10,7 +10,6 @@ from xlacs_server.lower.checks import (InvalidArgument, broadcast_shape, check_d
                                        input_names)
 from xlacs_server.lower.registry import register_op
 
-F32 = np.dtype(np.float32)
 LRN_DTYPES = (np.float16, ml_dtypes.bfloat16, np.float32)
 BATCH_NORM_DTYPES = LRN_DTYPES
 FUSED_BATCH_NORM_FORMATS = {"FusedBatchNorm": ("NHWC", "NCHW"), "FusedBatchNormV2": ("NHWC", "NCHW"),
@@ -52,7 +51,7 @@ def selu(ctx, features, *, T):
 
 
 @register_op("LeakyRelu", dtypes=D.FLOAT)
-def leaky_relu(ctx, features, *, T=F32, alpha=0.2):
+def leaky_relu(ctx, features, *, T, alpha):
     # A select, not max(x, alpha * x): alpha may exceed 1.
     check_dtype(features, "features", T)
     return [jnp.where(features > 0, features, features * jnp.asarray(alpha, features.dtype))]
@@ -96,7 +95,7 @@ def softmax_cross_entropy(ctx, features, labels, *, T):
 
 
 @register_op("SparseSoftmaxCrossEntropyWithLogits", dtypes=D.FLOAT)
-def sparse_softmax_cross_entropy(ctx, features, labels, *, T, Tlabels=np.dtype(np.int64)):
+def sparse_softmax_cross_entropy(ctx, features, labels, *, T, Tlabels):
     check_dtype(features, "features", T)
     check_dtype(labels, "labels", Tlabels, "Tlabels")
     check_rank(features, "features", rank=2)
@@ -150,7 +149,7 @@ def check_bias(value, bias, dtype, data_format: str) -> None:
 
 
 @register_op("BiasAdd", dtypes=D.NUMERIC)
-def bias_add(ctx, value, bias, *, T, data_format="NHWC"):
+def bias_add(ctx, value, bias, *, T, data_format):
     check_bias(value, bias, T, data_format)
     return [value + per_channel(bias, data_format, value.ndim)]
 
@@ -177,7 +176,7 @@ def check_depth_radius(depth_radius: int) -> None:
 
 
 @register_op("LRN", dtypes=LRN_DTYPES)
-def local_response_normalization(ctx, input, *, T=F32, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
+def local_response_normalization(ctx, input, *, T, depth_radius, bias, alpha, beta):
     check_dtype(input, "input", T)
     check_rank(input, "input", rank=4)
     check_depth_radius(depth_radius)
@@ -226,15 +225,15 @@ def check_batch_norm(ctx, x, vectors, T, U, data_format: str, is_training: bool,
 
 
 @register_op("FusedBatchNorm", dtypes=(np.float32,))
-def fused_batch_norm(ctx, x, scale, offset, mean, variance, *, T, epsilon=1e-4, exponential_avg_factor=1.0,
-                     data_format="NHWC", is_training=True):
+def fused_batch_norm(ctx, x, scale, offset, mean, variance, *, T, epsilon, exponential_avg_factor, data_format,
+                     is_training):
     check_batch_norm(ctx, x, (scale, offset, mean, variance), T, T, data_format, is_training, exponential_avg_factor)
     return batch_norm(x, scale, offset, mean, variance, epsilon, exponential_avg_factor, data_format, is_training)
 
 
 @register_op("FusedBatchNormV2", "FusedBatchNormV3", dtypes=BATCH_NORM_DTYPES)
-def fused_batch_norm_v2(ctx, x, scale, offset, mean, variance, *, T, U, epsilon=1e-4, exponential_avg_factor=1.0,
-                        data_format="NHWC", is_training=True):
+def fused_batch_norm_v2(ctx, x, scale, offset, mean, variance, *, T, U, epsilon, exponential_avg_factor, data_format,
+                        is_training):
     check_batch_norm(ctx, x, (scale, offset, mean, variance), T, U, data_format, is_training, exponential_avg_factor)
     outputs = batch_norm(x, scale, offset, mean, variance, epsilon, exponential_avg_factor, data_format, is_training)
     if ctx.node.op == "FusedBatchNormV3":

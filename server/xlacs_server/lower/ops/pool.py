@@ -11,7 +11,7 @@ from jax import lax
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.checks import InvalidArgument, Unimplemented, check_dtype
-from xlacs_server.lower.ops.array import axes, sizes
+from xlacs_server.lower.ops.array import sizes
 from xlacs_server.lower.ops.conv import check_padding
 from xlacs_server.lower.ops.nn import check_data_format
 from xlacs_server.lower.registry import register_op
@@ -127,35 +127,34 @@ def operands(dtype, **tensors) -> None:
 
 
 @register_op("MaxPool", dtypes=MAX_POOL_DTYPES)
-def max_pool_op(ctx, input, *, T=np.dtype(np.float32), ksize, strides, padding, explicit_paddings=(),
-                data_format="NHWC"):
+def max_pool_op(ctx, input, *, T, ksize, strides, padding, explicit_paddings, data_format):
     operands(T, input=input)
     return [max_pool(input, *geometry(input.shape, ksize, strides, padding, explicit_paddings, data_format=data_format,
                                       rank=4))]
 
 
 @register_op("MaxPoolV2", dtypes=MAX_POOL_DTYPES, constant_inputs=("ksize", "strides"))
-def max_pool_v2(ctx, input, ksize, strides, *, T=np.dtype(np.float32), padding, data_format="NHWC"):
+def max_pool_v2(ctx, input, ksize, strides, *, T, padding, data_format):
     operands(T, input=input)
     return [max_pool(input, *geometry(input.shape, ksize, strides, padding, data_format=data_format, rank=4,
                                       window_inputs=True))]
 
 
 @register_op("MaxPool3D", dtypes=POOL_3D_DTYPES)
-def max_pool_3d(ctx, input, *, ksize, strides, padding, data_format="NDHWC", T):
+def max_pool_3d(ctx, input, *, ksize, strides, padding, data_format, T):
     operands(T, input=input)
     return [max_pool(input, *geometry(input.shape, ksize, strides, padding, data_format=data_format, rank=5))]
 
 
 @register_op("AvgPool", dtypes=D.FLOAT)
-def avg_pool_op(ctx, value, *, T, ksize, strides, padding, data_format="NHWC"):
+def avg_pool_op(ctx, value, *, T, ksize, strides, padding, data_format):
     operands(T, value=value)
     return [avg_pool(value, *geometry(value.shape, ksize, strides, padding, data_format=data_format, rank=4,
                                       input="value"))]
 
 
 @register_op("AvgPool3D", dtypes=D.FLOAT)
-def avg_pool_3d(ctx, input, *, T, ksize, strides, padding, data_format="NDHWC"):
+def avg_pool_3d(ctx, input, *, T, ksize, strides, padding, data_format):
     operands(T, input=input)
     return [avg_pool(input, *geometry(input.shape, ksize, strides, padding, data_format=data_format, rank=5))]
 
@@ -176,45 +175,42 @@ def max_pool_grad_geometry(orig_input, orig_output, grad, dtype, *, input_dtype=
 
 
 @register_op("MaxPoolGrad", dtypes=MAX_POOL_GRAD_DTYPES)
-def max_pool_grad_op(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, explicit_paddings=(),
-                     data_format="NHWC", T=np.dtype(np.float32)):
+def max_pool_grad_op(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, explicit_paddings, data_format, T):
     pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, ksize=ksize, strides=strides, padding=padding,
                                      explicit_paddings=explicit_paddings, data_format=data_format, rank=4)
     return [max_pool_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPoolGradV2", dtypes=MAX_POOL_GRAD_DTYPES, constant_inputs=("ksize", "strides"))
-def max_pool_grad_v2(ctx, orig_input, orig_output, grad, ksize, strides, *, padding, data_format="NHWC",
-                     T=np.dtype(np.float32)):
+def max_pool_grad_v2(ctx, orig_input, orig_output, grad, ksize, strides, *, padding, data_format, T):
     pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, ksize=ksize, strides=strides, padding=padding,
                                      data_format=data_format, rank=4, window_inputs=True)
     return [max_pool_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPool3DGrad", dtypes=POOL_3D_DTYPES)
-def max_pool_3d_grad(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NDHWC",
-                     T=np.dtype(np.float32), TInput=np.dtype(np.float32)):
+def max_pool_3d_grad(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format, T, TInput):
     pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, input_dtype=TInput, ksize=ksize,
                                      strides=strides, padding=padding, data_format=data_format, rank=5)
     return [max_pool_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPoolGradGrad", dtypes=MAX_POOL_GRAD_DTYPES)
-def max_pool_grad_grad_op(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NHWC", T):
+def max_pool_grad_grad_op(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format, T):
     pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, grad_grad=True, ksize=ksize, strides=strides,
                                      padding=padding, data_format=data_format, rank=4)
     return [max_pool_grad_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPool3DGradGrad", dtypes=MAX_POOL_GRAD_DTYPES)
-def max_pool_3d_grad_grad(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format="NDHWC", T):
+def max_pool_3d_grad_grad(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format, T):
     pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, grad_grad=True, ksize=ksize, strides=strides,
                                      padding=padding, data_format=data_format, rank=5)
     return [max_pool_grad_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPoolGradGradV2", dtypes=MAX_POOL_GRAD_DTYPES, constant_inputs=("ksize", "strides"))
-def max_pool_grad_grad_v2(ctx, orig_input, orig_output, grad, ksize, strides, *, padding, data_format="NHWC", T):
+def max_pool_grad_grad_v2(ctx, orig_input, orig_output, grad, ksize, strides, *, padding, data_format, T):
     pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, grad_grad=True, ksize=ksize, strides=strides,
                                      padding=padding, data_format=data_format, rank=4, window_inputs=True)
     return [max_pool_grad_grad(orig_input, grad, *pooling)]
@@ -229,20 +225,19 @@ def avg_pool_grad_checked(orig_input_shape, grad, dtype, rank: int, **pooling):
 
 
 @register_op("AvgPoolGrad", dtypes=D.FLOAT, constant_inputs=("orig_input_shape",))
-def avg_pool_grad_op(ctx, orig_input_shape, grad, *, ksize, strides, padding, data_format="NHWC", T):
+def avg_pool_grad_op(ctx, orig_input_shape, grad, *, ksize, strides, padding, data_format, T):
     return [avg_pool_grad_checked(orig_input_shape, grad, T, 4, ksize=ksize, strides=strides, padding=padding,
                                   data_format=data_format)]
 
 
 @register_op("AvgPool3DGrad", dtypes=D.FLOAT, constant_inputs=("orig_input_shape",))
-def avg_pool_3d_grad(ctx, orig_input_shape, grad, *, ksize, strides, padding, data_format="NDHWC", T):
+def avg_pool_3d_grad(ctx, orig_input_shape, grad, *, ksize, strides, padding, data_format, T):
     return [avg_pool_grad_checked(orig_input_shape, grad, T, 5, ksize=ksize, strides=strides, padding=padding,
                                   data_format=data_format)]
 
 
 @register_op("MaxPoolWithArgmax", dtypes=MAX_POOL_GRAD_DTYPES)
-def max_pool_with_argmax(ctx, input, *, ksize, strides, padding, T, Targmax=np.dtype(np.int64),
-                         include_batch_in_index=False):
+def max_pool_with_argmax(ctx, input, *, ksize, strides, padding, T, Targmax, include_batch_in_index):
     operands(T, input=input)
     ksize, strides, pads = geometry(input.shape, ksize, strides, padding, data_format="NHWC", rank=4)
     argmax = window_argmax(input, ksize, strides, pads).astype(Targmax)
@@ -252,8 +247,7 @@ def max_pool_with_argmax(ctx, input, *, ksize, strides, padding, T, Targmax=np.d
 
 
 @register_op("MaxPoolGradWithArgmax", dtypes=MAX_POOL_GRAD_DTYPES)
-def max_pool_grad_with_argmax(ctx, input, grad, argmax, *, ksize, strides, padding, include_batch_in_index=False,
-                              Targmax, T):
+def max_pool_grad_with_argmax(ctx, input, grad, argmax, *, ksize, strides, padding, include_batch_in_index, Targmax, T):
     """Routes each gradient to the flat position MaxPoolWithArgmax recorded."""
     operands(T, input=input, grad=grad)
     check_dtype(argmax, "argmax", Targmax, "Targmax")

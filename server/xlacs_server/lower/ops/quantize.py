@@ -73,7 +73,7 @@ def check_range(inputs, min, max, per_channel: bool) -> None:
 
 
 @register_op("FakeQuantWithMinMaxArgs")
-def fake_quant_args(ctx, inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
+def fake_quant_args(ctx, inputs, *, min, max, num_bits, narrow_range):
     check_fake_quant(num_bits)
     if min >= max:
         raise InvalidArgument(f"min={min} must be smaller than max={max}", attr="min")
@@ -81,7 +81,7 @@ def fake_quant_args(ctx, inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=
 
 
 @register_op("FakeQuantWithMinMaxArgsGradient")
-def fake_quant_args_gradient(ctx, gradients, inputs, *, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
+def fake_quant_args_gradient(ctx, gradients, inputs, *, min, max, num_bits, narrow_range):
     check_fake_quant(num_bits, gradients, inputs)
     if min >= max:
         raise InvalidArgument(f"min={min} must be smaller than max={max}", attr="min")
@@ -89,28 +89,28 @@ def fake_quant_args_gradient(ctx, gradients, inputs, *, min=-6.0, max=6.0, num_b
 
 
 @register_op("FakeQuantWithMinMaxVars")
-def fake_quant_vars(ctx, inputs, min, max, *, num_bits=8, narrow_range=False):
+def fake_quant_vars(ctx, inputs, min, max, *, num_bits, narrow_range):
     check_fake_quant(num_bits)
     check_range(inputs, min, max, per_channel=False)
     return [fake_quant(inputs, min, max, num_bits, narrow_range, by_division=True)]
 
 
 @register_op("FakeQuantWithMinMaxVarsPerChannel")
-def fake_quant_vars_per_channel(ctx, inputs, min, max, *, num_bits=8, narrow_range=False):
+def fake_quant_vars_per_channel(ctx, inputs, min, max, *, num_bits, narrow_range):
     check_fake_quant(num_bits)
     check_range(inputs, min, max, per_channel=True)
     return [fake_quant(inputs, min, max, num_bits, narrow_range, by_division=False)]
 
 
 @register_op("FakeQuantWithMinMaxVarsGradient")
-def fake_quant_vars_gradient(ctx, gradients, inputs, min, max, *, num_bits=8, narrow_range=False):
+def fake_quant_vars_gradient(ctx, gradients, inputs, min, max, *, num_bits, narrow_range):
     check_fake_quant(num_bits, gradients, inputs)
     check_range(inputs, min, max, per_channel=False)
     return fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, None)
 
 
 @register_op("FakeQuantWithMinMaxVarsPerChannelGradient")
-def fake_quant_vars_per_channel_gradient(ctx, gradients, inputs, min, max, *, num_bits=8, narrow_range=False):
+def fake_quant_vars_per_channel_gradient(ctx, gradients, inputs, min, max, *, num_bits, narrow_range):
     check_fake_quant(num_bits, gradients, inputs)
     check_range(inputs, min, max, per_channel=True)
     return fake_quant_grads(gradients, inputs, min, max, num_bits, narrow_range, all_but_last(inputs))
@@ -186,16 +186,16 @@ def quantize_and_dequantize(input, input_min, input_max, *, signed_input, num_bi
 
 
 @register_op("QuantizeAndDequantizeV2", "QuantizeAndDequantizeV4", dtypes=D.FLOAT)
-def quantize_and_dequantize_v2(ctx, input, input_min, input_max, *, T, signed_input=True, num_bits=8,
-                               range_given=False, round_mode="HALF_TO_EVEN", narrow_range=False, axis=-1):
+def quantize_and_dequantize_v2(ctx, input, input_min, input_max, *, T, signed_input, num_bits, range_given, round_mode,
+                               narrow_range, axis):
     return [quantize_and_dequantize(input, input_min, input_max, signed_input=signed_input, num_bits=num_bits,
                                     range_given=range_given, round_mode=round_mode, narrow_range=narrow_range,
                                     axis=axis)]
 
 
 @register_op("QuantizeAndDequantizeV3", dtypes=D.FLOAT, constant_inputs=("num_bits",))
-def quantize_and_dequantize_v3(ctx, input, input_min, input_max, num_bits, *, T, signed_input=True,
-                               range_given=True, narrow_range=False, axis=-1):
+def quantize_and_dequantize_v3(ctx, input, input_min, input_max, num_bits, *, T, signed_input, range_given,
+                               narrow_range, axis):
     check_scalar(num_bits, "num_bits")
     return [quantize_and_dequantize(input, input_min, input_max, signed_input=signed_input,
                                     num_bits=int(num_bits), range_given=range_given,
@@ -203,7 +203,7 @@ def quantize_and_dequantize_v3(ctx, input, input_min, input_max, num_bits, *, T,
 
 
 @register_op("QuantizeAndDequantizeV4Grad", dtypes=D.FLOAT)
-def quantize_and_dequantize_v4_grad(ctx, gradients, input, input_min, input_max, *, T, axis=-1):
+def quantize_and_dequantize_v4_grad(ctx, gradients, input, input_min, input_max, *, T, axis):
     if np.shape(gradients) != np.shape(input):
         raise InvalidArgument(f"input 'gradients' has shape {list(np.shape(gradients))}; it must have the shape "
                               f"{list(np.shape(input))} of input 'input'", input="gradients")

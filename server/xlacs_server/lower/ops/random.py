@@ -17,14 +17,12 @@ from jax import lax
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.checks import InvalidArgument, broadcast_shape, check_rank, check_scalar
 from xlacs_server.lower.context import is_constant
-from xlacs_server.lower.ops.array import INT32, axes
+from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.registry import register_op
 
 UNIFORM_INT = (np.int32, np.int64, np.uint32, np.uint64)
 FLOAT_NO_BF16 = (np.float16, np.float32, np.float64)
 PHILOX = np.int32(1)  # TF's RNG_ALG_PHILOX, the algorithm its CPU kernels report
-INT64 = np.dtype(np.int64)
-FLOAT32 = np.dtype(np.float32)
 TRUNCATION = 2.0  # TF's truncated normals drop values more than two standard deviations out
 
 
@@ -130,7 +128,7 @@ def _per_sample(shape: tuple[int, ...], **parameters) -> tuple[int, ...]:
 
 # ---- stateless ops seeded by a [2] tensor ----------------------------------------------------------------------
 
-def stateless(distribution, ctx, shape, seed, *, dtype=FLOAT32, T=INT32, Tseed=INT64):
+def stateless(distribution, ctx, shape, seed, *, dtype, T, Tseed):
     return [distribution(_seed(seed), _shape(shape), dtype)]
 
 
@@ -142,25 +140,24 @@ for _op, _distribution in {"StatelessRandomUniform": uniform, "StatelessRandomNo
 
 @register_op("StatelessRandomUniformFullInt", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateless_random_uniform_full_int(ctx, shape, seed, *, dtype=np.dtype(np.uint64), T=INT32, Tseed=INT64):
+def stateless_random_uniform_full_int(ctx, shape, seed, *, dtype, T, Tseed):
     return [uniform_full_int(_seed(seed), _shape(shape), dtype)]
 
 
 @register_op("StatelessRandomUniformInt", dtypes=D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateless_random_uniform_int(ctx, shape, seed, minval, maxval, *, dtype, T, Tseed=INT64):
+def stateless_random_uniform_int(ctx, shape, seed, minval, maxval, *, dtype, T, Tseed):
     return [uniform_int(_seed(seed), _shape(shape), dtype, minval, maxval)]
 
 
 @register_op("StatelessMultinomial", dtypes=D.REAL, constant_inputs=("num_samples",), foldable=False)
-def stateless_multinomial(ctx, logits, num_samples, seed, *, T, Tseed=INT64, output_dtype=INT64):
+def stateless_multinomial(ctx, logits, num_samples, seed, *, T, Tseed, output_dtype):
     return [_categorical(_seed(seed), logits, num_samples, output_dtype)]
 
 
 @register_op("StatelessParameterizedTruncatedNormal", dtypes=FLOAT_NO_BF16, type_attr="dtype",
              constant_inputs=("shape",), foldable=False)
-def stateless_parameterized_truncated_normal(ctx, shape, seed, means, stddevs, minvals, maxvals, *, S, Tseed=INT64,
-                                             dtype):
+def stateless_parameterized_truncated_normal(ctx, shape, seed, means, stddevs, minvals, maxvals, *, S, Tseed, dtype):
     shape = _per_sample(_shape(shape), means=means, stddevs=stddevs, minvals=minvals, maxvals=maxvals)
     return [_parameterized_truncated_normal(_seed(seed), shape, dtype, means, stddevs, minvals, maxvals)]
 
@@ -172,20 +169,19 @@ def _parameterized_truncated_normal(key, shape, dtype, means, stddevs, minvals, 
 
 @register_op("StatelessRandomGammaV2", dtypes=FLOAT_NO_BF16, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateless_random_gamma_v2(ctx, shape, seed, alpha, *, dtype, T, Tseed=INT64):
+def stateless_random_gamma_v2(ctx, shape, seed, alpha, *, dtype, T, Tseed):
     return [jax.random.gamma(_seed(seed), alpha, _per_sample(_shape(shape), alpha=alpha), dtype)]
 
 
 @register_op("StatelessRandomPoisson", dtypes=FLOAT_NO_BF16 + D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateless_random_poisson(ctx, shape, seed, lam, *, Rtype, dtype, T, Tseed=INT64):
+def stateless_random_poisson(ctx, shape, seed, lam, *, Rtype, dtype, T, Tseed):
     return [jax.random.poisson(_seed(seed), _real(lam), _per_sample(_shape(shape), lam=lam)).astype(dtype)]
 
 
 @register_op("StatelessRandomBinomial", dtypes=FLOAT_NO_BF16 + D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateless_random_binomial(ctx, shape, seed, counts, probs, *, S, Tseed=INT64, T=np.dtype(np.float64),
-                              dtype=INT64):
+def stateless_random_binomial(ctx, shape, seed, counts, probs, *, S, Tseed, T, dtype):
     shape = _per_sample(_shape(shape), counts=counts, probs=probs)
     sample = jax.random.binomial(_seed(seed), counts.astype(np.float64), probs.astype(np.float64), shape)
     return [sample.astype(dtype)]
@@ -194,13 +190,13 @@ def stateless_random_binomial(ctx, shape, seed, counts, probs, *, S, Tseed=INT64
 # ---- stateless V2 ops: a key and counter (from StatelessRandomGetKeyCounter) and an algorithm -----------------
 
 @register_op("StatelessRandomGetKeyCounter", dtypes=D.INDEX, type_attr="Tseed")
-def stateless_random_get_key_counter(ctx, seed, *, Tseed=INT64):
+def stateless_random_get_key_counter(ctx, seed, *, Tseed):
     seed = jnp.asarray(_check_seed(seed)).astype(np.uint64)
     return [seed[:1], jnp.stack([seed[1], jnp.zeros((), np.uint64)])]
 
 
 @register_op("StatelessRandomGetKeyCounterAlg", dtypes=D.INDEX, type_attr="Tseed")
-def stateless_random_get_key_counter_alg(ctx, seed, *, Tseed=INT64):
+def stateless_random_get_key_counter_alg(ctx, seed, *, Tseed):
     return stateless_random_get_key_counter(ctx, seed, Tseed=Tseed) + [PHILOX]
 
 
@@ -209,7 +205,7 @@ def stateless_random_get_alg(ctx):
     return [PHILOX]
 
 
-def stateless_v2(distribution, ctx, shape, key, counter, alg, *, dtype=FLOAT32, Tshape=INT32):
+def stateless_v2(distribution, ctx, shape, key, counter, alg, *, dtype, Tshape):
     # `alg` picks TF's bit generator; every value gives the same threefry stream here.
     return [distribution(v2_key(key, counter), _shape(shape), dtype)]
 
@@ -222,20 +218,19 @@ for _op, _distribution in {"StatelessRandomUniformV2": uniform, "StatelessRandom
 
 @register_op("StatelessRandomUniformFullIntV2", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateless_random_uniform_full_int_v2(ctx, shape, key, counter, alg, *, dtype=np.dtype(np.uint64),
-                                         Tshape=INT32):
+def stateless_random_uniform_full_int_v2(ctx, shape, key, counter, alg, *, dtype, Tshape):
     return [uniform_full_int(v2_key(key, counter), _shape(shape), dtype)]
 
 
 @register_op("StatelessRandomUniformIntV2", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateless_random_uniform_int_v2(ctx, shape, key, counter, alg, minval, maxval, *, dtype, Tshape=INT32):
+def stateless_random_uniform_int_v2(ctx, shape, key, counter, alg, minval, maxval, *, dtype, Tshape):
     return [uniform_int(v2_key(key, counter), _shape(shape), dtype, minval, maxval)]
 
 
 @register_op("StatelessRandomGammaV3", dtypes=FLOAT_NO_BF16, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateless_random_gamma_v3(ctx, shape, key, counter, alg, alpha, *, dtype, shape_dtype=INT32):
+def stateless_random_gamma_v3(ctx, shape, key, counter, alg, alpha, *, dtype, shape_dtype):
     return [jax.random.gamma(v2_key(key, counter), alpha, _per_sample(_shape(shape), alpha=alpha), dtype)]
 
 
@@ -246,7 +241,7 @@ def stateless_shuffle(ctx, value, key, counter, alg, *, T):
 
 # ---- stateful ops, seeded by their seed and seed2 attrs ---------------------------------------------------------
 
-def stateful(distribution, ctx, shape, *, dtype, T, seed=0, seed2=0):
+def stateful(distribution, ctx, shape, *, dtype, T, seed, seed2):
     return [distribution(attr_key(ctx, seed, seed2), _shape(shape), dtype)]
 
 
@@ -257,23 +252,23 @@ for _op, _distribution in {"RandomUniform": uniform, "RandomStandardNormal": nor
 
 
 @register_op("RandomUniformInt", dtypes=D.INDEX, type_attr="Tout", constant_inputs=("shape",), foldable=False)
-def random_uniform_int(ctx, shape, minval, maxval, *, Tout, T, seed=0, seed2=0):
+def random_uniform_int(ctx, shape, minval, maxval, *, Tout, T, seed, seed2):
     return [uniform_int(attr_key(ctx, seed, seed2), _shape(shape), Tout, minval, maxval)]
 
 
 @register_op("Multinomial", dtypes=D.REAL, constant_inputs=("num_samples",), foldable=False)
-def multinomial(ctx, logits, num_samples, *, T, output_dtype=INT64, seed=0, seed2=0):
+def multinomial(ctx, logits, num_samples, *, T, output_dtype, seed, seed2):
     return [_categorical(attr_key(ctx, seed, seed2), logits, num_samples, output_dtype)]
 
 
 @register_op("RandomShuffle", dtypes=D.ALL, foldable=False)
-def random_shuffle(ctx, value, *, T, seed=0, seed2=0):
+def random_shuffle(ctx, value, *, T, seed, seed2):
     return [_shuffle(attr_key(ctx, seed, seed2), value)]
 
 
 @register_op("ParameterizedTruncatedNormal", dtypes=D.FLOAT, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def parameterized_truncated_normal(ctx, shape, means, stdevs, minvals, maxvals, *, dtype, T, seed=0, seed2=0):
+def parameterized_truncated_normal(ctx, shape, means, stdevs, minvals, maxvals, *, dtype, T, seed, seed2):
     # Parameters are per batch (the first dimension of shape), or scalars.
     shape = _shape(shape)
     per_batch = [jnp.reshape(p, p.shape + (1,) * (len(shape) - 1)) if p.ndim else p
@@ -282,14 +277,14 @@ def parameterized_truncated_normal(ctx, shape, means, stdevs, minvals, maxvals, 
 
 
 @register_op("RandomGamma", dtypes=FLOAT_NO_BF16, constant_inputs=("shape",), foldable=False)
-def random_gamma(ctx, shape, alpha, *, S, T, seed=0, seed2=0):
+def random_gamma(ctx, shape, alpha, *, S, T, seed, seed2):
     # One sample per alpha for each index of shape: the output is shape + alpha.shape.
     return [jax.random.gamma(attr_key(ctx, seed, seed2), alpha, _shape(shape) + alpha.shape, T)]
 
 
 @register_op("RandomPoissonV2", dtypes=FLOAT_NO_BF16 + D.INDEX, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def random_poisson_v2(ctx, shape, rate, *, S, R=np.dtype(np.float64), dtype=INT64, seed=0, seed2=0):
+def random_poisson_v2(ctx, shape, rate, *, S, R, dtype, seed, seed2):
     return [jax.random.poisson(attr_key(ctx, seed, seed2), _real(rate), _shape(shape) + rate.shape).astype(dtype)]
 
 
@@ -324,7 +319,7 @@ def _generator_draw(resource, shape):
     return key_from(read_and_skip(resource, np.uint64(max(1, int(np.prod(shape, dtype=np.int64)))))), shape
 
 
-def generator(distribution, ctx, resource, algorithm, shape, *, dtype=FLOAT32, shape_dtype=INT64):
+def generator(distribution, ctx, resource, algorithm, shape, *, dtype, shape_dtype):
     return [distribution(*_generator_draw(resource, shape), dtype)]
 
 
@@ -336,11 +331,11 @@ for _op, _distribution in {"StatefulUniform": uniform, "StatefulStandardNormalV2
 
 @register_op("StatefulUniformFullInt", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateful_uniform_full_int(ctx, resource, algorithm, shape, *, dtype=np.dtype(np.uint64), shape_dtype=INT64):
+def stateful_uniform_full_int(ctx, resource, algorithm, shape, *, dtype, shape_dtype):
     return [uniform_full_int(*_generator_draw(resource, shape), dtype)]
 
 
 @register_op("StatefulUniformInt", dtypes=UNIFORM_INT, type_attr="dtype", constant_inputs=("shape",),
              foldable=False)
-def stateful_uniform_int(ctx, resource, algorithm, shape, minval, maxval, *, dtype=INT64, shape_dtype=INT64):
+def stateful_uniform_int(ctx, resource, algorithm, shape, minval, maxval, *, dtype, shape_dtype):
     return [uniform_int(*_generator_draw(resource, shape), dtype, minval, maxval)]

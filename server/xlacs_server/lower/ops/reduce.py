@@ -8,7 +8,6 @@ from jax import lax
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.checks import InvalidArgument, check_axes, check_scalar
-from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
 
 
@@ -58,11 +57,11 @@ def _euclidean_norm(x, axis, keepdims):
     return jnp.sqrt(squares)
 
 
-def reduction(fn, ctx, input, reduction_indices, *, T, Tidx=INT32, keep_dims=False):
+def reduction(fn, ctx, input, reduction_indices, *, T, Tidx, keep_dims):
     return [fn(input, axis=_axes(input, reduction_indices), keepdims=keep_dims)]
 
 
-def logical_reduction(fn, ctx, input, reduction_indices, *, Tidx=INT32, keep_dims=False):
+def logical_reduction(fn, ctx, input, reduction_indices, *, Tidx, keep_dims):
     return [fn(input, axis=_axes(input, reduction_indices), keepdims=keep_dims)]
 
 
@@ -80,7 +79,7 @@ for _op, _fn in {"All": jnp.all, "Any": jnp.any}.items():
     register_op(_op, constant_inputs=("reduction_indices",))(functools.partial(logical_reduction, _fn))
 
 
-def arg_reduction(fn, ctx, input, dimension, *, T, Tidx=INT32, output_type=np.dtype(np.int64)):
+def arg_reduction(fn, ctx, input, dimension, *, T, Tidx, output_type):
     axis = _axis(input, dimension, "dimension")
     outputs = int(np.prod(np.delete(input.shape, axis)))
     if input.shape[axis] == 0 and outputs:  # TF's kernel refuses too: an empty dimension has no index to return
@@ -98,7 +97,7 @@ def l2_loss(ctx, t, *, T):
     return [jnp.sum(jnp.square(t)) / 2]
 
 
-def cumulative(scan, identity, ctx, x, axis, *, T, Tidx=INT32, exclusive=False, reverse=False):
+def cumulative(scan, identity, ctx, x, axis, *, T, Tidx, exclusive, reverse):
     axis = _axis(x, axis, "axis")
     if exclusive:  # shift the input by one along the scan, bringing in the identity element
         n = x.shape[axis]

@@ -96,7 +96,7 @@ def pair(value, input: str) -> tuple[float, float]:
 
 
 @register_op("ScaleAndTranslate", dtypes=RESIZE_DTYPES, constant_inputs=("size", "scale", "translation"))
-def scale_and_translate_op(ctx, images, size, scale, translation, *, T, kernel_type="lanczos3", antialias=True):
+def scale_and_translate_op(ctx, images, size, scale, translation, *, T, kernel_type, antialias):
     scale = pair(scale, "scale")
     if min(scale) <= 0:
         raise InvalidArgument(f"input 'scale' is {list(scale)}; it must be positive", input="scale")
@@ -105,8 +105,7 @@ def scale_and_translate_op(ctx, images, size, scale, translation, *, T, kernel_t
 
 
 @register_op("ScaleAndTranslateGrad", dtypes=(np.float32,), constant_inputs=("scale", "translation"))
-def scale_and_translate_grad(ctx, grads, original_image, scale, translation, *, T, kernel_type="lanczos3",
-                             antialias=True):
+def scale_and_translate_grad(ctx, grads, original_image, scale, translation, *, T, kernel_type, antialias):
     check_grads(grads, original_image.shape)
     size, scale, translation = grads.shape[1:3], pair(scale, "scale"), pair(translation, "translation")
     return [transpose_of(lambda x: scale_and_translate(x, size, scale, translation, kernel_type, antialias), grads,
@@ -162,7 +161,7 @@ def crop_and_resize(image, boxes, box_ind, crop_size: tuple[int, int], method: s
 
 
 @register_op("CropAndResize", dtypes=CROP_DTYPES, constant_inputs=("crop_size",))
-def crop_and_resize_op(ctx, image, boxes, box_ind, crop_size, *, T, method="bilinear", extrapolation_value=0.0):
+def crop_and_resize_op(ctx, image, boxes, box_ind, crop_size, *, T, method, extrapolation_value):
     return [crop_and_resize(image, boxes, box_ind, output_size(image, crop_size, "image", "crop_size"), method,
                             extrapolation_value)]
 
@@ -171,7 +170,7 @@ def crop_and_resize_op(ctx, image, boxes, box_ind, crop_size, *, T, method="bili
 # boxes (TF's kernels write out the same derivatives).
 
 @register_op("CropAndResizeGradImage", dtypes=(np.float16, np.float32, np.float64), constant_inputs=("image_size",))
-def crop_and_resize_grad_image(ctx, grads, boxes, box_ind, image_size, *, T, method="bilinear"):
+def crop_and_resize_grad_image(ctx, grads, boxes, box_ind, image_size, *, T, method):
     if np.shape(image_size) != (4,) or np.min(image_size) <= 0:
         raise InvalidArgument(f"input 'image_size' is {np.asarray(image_size).tolist()}; it must hold 4 positive "
                               "values, [batch, height, width, depth]", input="image_size")
@@ -182,7 +181,7 @@ def crop_and_resize_grad_image(ctx, grads, boxes, box_ind, image_size, *, T, met
 
 
 @register_op("CropAndResizeGradBoxes", dtypes=CROP_DTYPES)
-def crop_and_resize_grad_boxes(ctx, grads, image, boxes, box_ind, *, T, method="bilinear"):
+def crop_and_resize_grad_boxes(ctx, grads, image, boxes, box_ind, *, T, method):
     if method != "bilinear":
         raise InvalidArgument(f"method must be 'bilinear', got {method!r}", attr="method")
     check_rank(grads, "grads", rank=4)

@@ -10,7 +10,6 @@ from jax import lax
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.checks import InvalidArgument, check_rank, check_scalar
-from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
 
 COUNTABLE = (np.int32, np.int64, np.float32, np.float64)
@@ -45,7 +44,7 @@ def _count(segment_ids, num_segments: int, like):
     return jnp.reshape(counts, counts.shape + (1,) * (like.ndim - segment_ids.ndim))
 
 
-def sorted_segment(kind, ctx, data, segment_ids, *, T, Tindices=INT32):
+def sorted_segment(kind, ctx, data, segment_ids, *, T, Tindices):
     """The V1 segment ops: as many segments as the largest id + 1; an empty one is 0 (1 for a product)."""
     check_rank(data, "data", min_rank=1)
     check_rank(segment_ids, "segment_ids", rank=1)
@@ -67,7 +66,7 @@ def sorted_segment(kind, ctx, data, segment_ids, *, T, Tindices=INT32):
     return [out]
 
 
-def unsorted_segment(kind, ctx, data, segment_ids, num_segments, *, T, Tindices=INT32, Tnumsegments=INT32):
+def unsorted_segment(kind, ctx, data, segment_ids, num_segments, *, T, Tindices, Tnumsegments):
     if np.shape(data)[:np.ndim(segment_ids)] != np.shape(segment_ids):
         raise InvalidArgument(f"input 'data' has shape {list(np.shape(data))}, which must start with the shape "
                               f"{list(np.shape(segment_ids))} of input 'segment_ids'", input="segment_ids")
@@ -112,7 +111,7 @@ def bincount(ctx, arr, size, weights, *, T):
 
 
 @register_op("DenseBincount", dtypes=COUNTABLE, constant_inputs=("size",))
-def dense_bincount(ctx, input, size, weights, *, Tidx, T, binary_output=False):
+def dense_bincount(ctx, input, size, weights, *, Tidx, T, binary_output):
     if np.ndim(input) > 2:
         raise InvalidArgument(f"input 'input' has shape {list(np.shape(input))}; it must have rank 1 or 2",
                               input="input")
@@ -123,7 +122,7 @@ def dense_bincount(ctx, input, size, weights, *, Tidx, T, binary_output=False):
 
 
 @register_op("HistogramFixedWidth", dtypes=COUNTABLE, constant_inputs=("nbins",))
-def histogram_fixed_width(ctx, values, value_range, nbins, *, T, dtype=INT32):
+def histogram_fixed_width(ctx, values, value_range, nbins, *, T, dtype):
     # TF's kernel: the bin of x is (max(x, low) - low) / step in double, truncated, capped at nbins - 1.
     if np.shape(value_range) != (2,):
         raise InvalidArgument(f"input 'value_range' has shape {list(np.shape(value_range))}; it must be [2], "

@@ -6,12 +6,11 @@ A compiled program has static shapes, so these lower only when their inputs are 
 import numpy as np
 
 from xlacs_server.lower.checks import InvalidArgument, check_axes, check_rank
-from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
 
 
 @register_op("Where", constant_inputs=("input",), data_dependent_shape=True)
-def where(ctx, input, *, T=np.dtype(np.bool_)):
+def where(ctx, input, *, T):
     return [np.argwhere(input).astype(np.int64)]
 
 
@@ -28,13 +27,13 @@ def unique(x: np.ndarray, axis: int | None, out_idx):
 
 
 @register_op("Unique", constant_inputs=("x",), data_dependent_shape=True)
-def unique_1d(ctx, x, *, T, out_idx=INT32):
+def unique_1d(ctx, x, *, T, out_idx):
     check_rank(x, "x", rank=1)
     return unique(x, None, out_idx)[:2]
 
 
 @register_op("UniqueWithCounts", constant_inputs=("x",), data_dependent_shape=True)
-def unique_with_counts(ctx, x, *, T, out_idx=INT32):
+def unique_with_counts(ctx, x, *, T, out_idx):
     check_rank(x, "x", rank=1)
     return unique(x, None, out_idx)
 
@@ -50,17 +49,17 @@ def unique_axis(x, axis) -> int | None:
 
 
 @register_op("UniqueV2", constant_inputs=("x", "axis"), data_dependent_shape=True)
-def unique_v2(ctx, x, axis, *, T, Taxis=np.dtype(np.int64), out_idx=INT32):
+def unique_v2(ctx, x, axis, *, T, Taxis, out_idx):
     return unique(x, unique_axis(x, axis), out_idx)[:2]
 
 
 @register_op("UniqueWithCountsV2", constant_inputs=("x", "axis"), data_dependent_shape=True)
-def unique_with_counts_v2(ctx, x, axis, *, T, Taxis=np.dtype(np.int64), out_idx=INT32):
+def unique_with_counts_v2(ctx, x, axis, *, T, Taxis, out_idx):
     return unique(x, unique_axis(x, axis), out_idx)
 
 
 @register_op("ListDiff", constant_inputs=("x", "y"), data_dependent_shape=True)
-def list_diff(ctx, x, y, *, T, out_idx=INT32):
+def list_diff(ctx, x, y, *, T, out_idx):
     check_rank(x, "x", rank=1)
     check_rank(y, "y", rank=1)
     kept = np.flatnonzero(~np.isin(x, y))

@@ -9,7 +9,7 @@ from jax import lax
 from xlacs_server.errors import NotConstant
 from xlacs_server.lower.checks import InvalidArgument, check_axes, check_axis_attr, check_rank, check_scalar
 from xlacs_server.lower.context import is_constant
-from xlacs_server.lower.ops.array import INT32, axes, scalar
+from xlacs_server.lower.ops.array import axes, scalar
 from xlacs_server.lower.registry import register_op
 
 
@@ -91,8 +91,8 @@ def check_sliced(value, shape, index: tuple, input: str) -> None:
 
 
 @register_op("StridedSlice", constant_inputs=("strides",))
-def strided_slice(ctx, x, begin, end, strides, *, T, Index, begin_mask=0, end_mask=0, ellipsis_mask=0,
-                  new_axis_mask=0, shrink_axis_mask=0):
+def strided_slice(ctx, x, begin, end, strides, *, T, Index, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
+                  shrink_axis_mask):
     index = strided_index(np.shape(x), begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
                           shrink_axis_mask, ctx)
     return [x[index] if is_constant(begin) else jnp.asarray(x)[index]]
@@ -106,8 +106,8 @@ def set_slice(base, index: tuple, value):
 
 
 @register_op("StridedSliceGrad", constant_inputs=("shape", "begin", "end", "strides"))
-def strided_slice_grad(ctx, shape, begin, end, strides, dy, *, T, Index, begin_mask=0, end_mask=0,
-                       ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0):
+def strided_slice_grad(ctx, shape, begin, end, strides, dy, *, T, Index, begin_mask, end_mask, ellipsis_mask,
+                       new_axis_mask, shrink_axis_mask):
     check_rank(shape, "shape", rank=1)
     shape = axes(shape)
     index = strided_index(shape, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
@@ -117,8 +117,8 @@ def strided_slice_grad(ctx, shape, begin, end, strides, dy, *, T, Index, begin_m
 
 
 @register_op("TensorStridedSliceUpdate", constant_inputs=("begin", "end", "strides"))
-def tensor_strided_slice_update(ctx, input, begin, end, strides, value, *, T, Index, begin_mask=0, end_mask=0,
-                                ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0):
+def tensor_strided_slice_update(ctx, input, begin, end, strides, value, *, T, Index, begin_mask, end_mask,
+                                ellipsis_mask, new_axis_mask, shrink_axis_mask):
     index = strided_index(input.shape, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
                           shrink_axis_mask)
     check_sliced(value, input.shape, index, "value")
@@ -193,7 +193,7 @@ def split(ctx, split_dim, value, *, num_split, T):
 
 
 @register_op("SplitV", constant_inputs=("size_splits", "split_dim"))
-def split_v(ctx, value, size_splits, split_dim, *, num_split, T, Tlen=np.dtype(np.int64)):
+def split_v(ctx, value, size_splits, split_dim, *, num_split, T, Tlen):
     axis = split_axis(split_dim, value)
     if np.shape(size_splits) != (num_split,):
         raise InvalidArgument(f"input 'size_splits' must be a vector of num_split={num_split} sizes, but has shape "
@@ -202,7 +202,7 @@ def split_v(ctx, value, size_splits, split_dim, *, num_split, T, Tlen=np.dtype(n
 
 
 @register_op("Unpack")
-def unpack(ctx, value, *, num, T, axis=0):
+def unpack(ctx, value, *, num, T, axis):
     axis = check_axis_attr(axis, np.ndim(value), "axis")
     if value.shape[axis] != num:
         raise InvalidArgument(f"input 'value' has shape {list(value.shape)}: dimension {axis} must have num={num} "
@@ -218,7 +218,7 @@ def check_same_shapes(values, input: str = "values") -> None:
 
 
 @register_op("Pack")
-def pack(ctx, *values, N, T, axis=0):
+def pack(ctx, *values, N, T, axis):
     check_same_shapes(values)
     return [jnp.stack(values, axis=check_axis_attr(axis, np.ndim(values[0]) + 1, "axis"))]
 
@@ -239,7 +239,7 @@ def concat_axis(axis, shapes: list[tuple], input: str, values: str = "values") -
 
 
 @register_op("ConcatV2", constant_inputs=(-1,))
-def concat_v2(ctx, *values_and_axis, N, T, Tidx=INT32):
+def concat_v2(ctx, *values_and_axis, N, T, Tidx):
     *values, axis = values_and_axis
     return [jnp.concatenate(values, axis=concat_axis(axis, [np.shape(v) for v in values], "axis"))]
 
@@ -250,7 +250,7 @@ def concat(ctx, concat_dim, *values, N, T):
 
 
 @register_op("ConcatOffset", type_attr="shape_type", constant_inputs=(0,))
-def concat_offset(ctx, concat_dim, *shapes, N, shape_type=INT32):
+def concat_offset(ctx, concat_dim, *shapes, N, shape_type):
     for i, s in enumerate(shapes):
         require_constant(ctx, s, f"shape[{i}]")
         check_rank(s, f"shape[{i}]", rank=1)
@@ -301,7 +301,7 @@ def roll(ctx, input, shift, axis, *, T, Tshift, Taxis):
 
 
 @register_op("Tile", constant_inputs=("multiples",))
-def tile(ctx, input, multiples, *, T, Tmultiples=INT32):
+def tile(ctx, input, multiples, *, T, Tmultiples):
     check_vector(multiples, "multiples", np.ndim(input), "input 'input'")
     if np.any(multiples < 0):
         raise InvalidArgument(f"input 'multiples' {multiples.tolist()} holds a negative value", input="multiples")
@@ -315,13 +315,13 @@ def reverse(ctx, tensor, dims, *, T):
 
 
 @register_op("ReverseV2", constant_inputs=("axis",))
-def reverse_v2(ctx, tensor, axis, *, T, Tidx=INT32):
+def reverse_v2(ctx, tensor, axis, *, T, Tidx):
     check_rank(axis, "axis", rank=1)
     return [lax.rev(tensor, tuple(sorted(check_axes(axis, np.ndim(tensor)))))]
 
 
 @register_op("ReverseSequence")
-def reverse_sequence(ctx, input, seq_lengths, *, seq_dim, T, batch_dim=0, Tlen=np.dtype(np.int64)):
+def reverse_sequence(ctx, input, seq_lengths, *, seq_dim, T, batch_dim, Tlen):
     seq_dim, batch_dim = check_axis_attr(seq_dim, input.ndim, "seq_dim"), check_axis_attr(batch_dim, input.ndim,
                                                                                           "batch_dim")
     if seq_dim == batch_dim:
@@ -353,12 +353,12 @@ def pad_constant(x, paddings, value):
 
 
 @register_op("Pad", constant_inputs=("paddings",))
-def pad(ctx, input, paddings, *, T, Tpaddings=INT32):
+def pad(ctx, input, paddings, *, T, Tpaddings):
     return [pad_constant(input, paddings, 0)]
 
 
 @register_op("PadV2", constant_inputs=("paddings",))
-def pad_v2(ctx, input, paddings, constant_values, *, T, Tpaddings=INT32):
+def pad_v2(ctx, input, paddings, constant_values, *, T, Tpaddings):
     check_scalar(constant_values, "constant_values")
     return [pad_constant(input, paddings, constant_values)]
 
@@ -380,13 +380,13 @@ def mirror_paddings(shape, paddings, mode: str) -> tuple[list[tuple[int, int]], 
 
 
 @register_op("MirrorPad", constant_inputs=("paddings",))
-def mirror_pad(ctx, input, paddings, *, T, mode, Tpaddings=INT32):
+def mirror_pad(ctx, input, paddings, *, T, mode, Tpaddings):
     pads, how = mirror_paddings(np.shape(input), paddings, mode)
     return [jnp.pad(input, pads, mode=how)]
 
 
 @register_op("MirrorPadGrad", constant_inputs=("paddings",))
-def mirror_pad_grad(ctx, input, paddings, *, T, mode, Tpaddings=INT32):
+def mirror_pad_grad(ctx, input, paddings, *, T, mode, Tpaddings):
     pads = paddings_of(paddings, np.ndim(input))
     shape = [dim - lo - hi for dim, (lo, hi) in zip(input.shape, pads)]
     if min(shape, default=1) < 0:

@@ -9,12 +9,11 @@ from jax import lax
 
 from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.checks import InvalidArgument, check_axis_attr, check_rank, check_scalar
-from xlacs_server.lower.ops.array import INT32
 from xlacs_server.lower.registry import register_op
 
 
 @register_op("TopKV2", dtypes=D.REAL, constant_inputs=("k",))
-def top_k_v2(ctx, input, k, *, T, sorted=True, Tk=INT32, index_type=INT32):
+def top_k_v2(ctx, input, k, *, T, sorted, Tk, index_type):
     check_rank(input, "input", min_rank=1)
     check_scalar(k, "k")
     k = int(k)
@@ -26,8 +25,8 @@ def top_k_v2(ctx, input, k, *, T, sorted=True, Tk=INT32, index_type=INT32):
 
 
 @register_op("ApproxTopK", dtypes=(np.float16, ml_dtypes.bfloat16, np.float32))
-def approx_top_k(ctx, input, *, k, T, reduction_dimension=-1, recall_target=0.95, is_max_k=True,
-                 reduction_input_size_override=-1, aggregate_to_topk=True):
+def approx_top_k(ctx, input, *, k, T, reduction_dimension, recall_target, is_max_k, reduction_input_size_override,
+                 aggregate_to_topk):
     # XLA's approximate top-k: exact (a sort) on CPU, as TF's CPU kernel; approximate on TPUs and GPUs.
     check_rank(input, "input", min_rank=1)
     dimension = check_axis_attr(reduction_dimension, input.ndim, "reduction_dimension")
@@ -57,17 +56,17 @@ def _in_top_k(predictions, targets, k):
 
 
 @register_op("InTopKV2", dtypes=D.INDEX)
-def in_top_k_v2(ctx, predictions, targets, k, *, T=INT32):
+def in_top_k_v2(ctx, predictions, targets, k, *, T):
     return _in_top_k(predictions, targets, k)
 
 
 @register_op("InTopK", dtypes=D.INDEX)
-def in_top_k(ctx, predictions, targets, *, k, T=INT32):
+def in_top_k(ctx, predictions, targets, *, k, T):
     return _in_top_k(predictions, targets, k)
 
 
 @register_op("NthElement", dtypes=D.REAL, constant_inputs=("n",))
-def nth_element(ctx, input, n, *, T, reverse=False):
+def nth_element(ctx, input, n, *, T, reverse):
     check_rank(input, "input", min_rank=1)
     check_scalar(n, "n")
     n = int(n)
@@ -77,7 +76,7 @@ def nth_element(ctx, input, n, *, T, reverse=False):
     return [jnp.sort(input, axis=-1)[..., -1 - n if reverse else n]]
 
 
-def bound(side, ctx, sorted_inputs, values, *, T, out_type=INT32):
+def bound(side, ctx, sorted_inputs, values, *, T, out_type):
     """Per row of sorted_inputs: where each value of the same row of `values` would be inserted."""
     check_rank(sorted_inputs, "sorted_inputs", rank=2)
     check_rank(values, "values", rank=2)

@@ -7,7 +7,7 @@ from jax import lax
 
 from xlacs_server.lower.checks import InvalidArgument, Unimplemented, check_rank
 from xlacs_server.lower.dtypes import INDEX
-from xlacs_server.lower.ops.array import INT32, axes
+from xlacs_server.lower.ops.array import axes
 from xlacs_server.lower.ops.slicing import paddings_of
 from xlacs_server.lower.registry import register_op
 
@@ -62,23 +62,23 @@ def batch_to_space_nd(x, block: tuple[int, ...], crops):
 
 
 @register_op("SpaceToBatchND", constant_inputs=("block_shape", "paddings"))
-def space_to_batch_nd_op(ctx, input, block_shape, paddings, *, T, Tblock_shape=INT32, Tpaddings=INT32):
+def space_to_batch_nd_op(ctx, input, block_shape, paddings, *, T, Tblock_shape, Tpaddings):
     return [space_to_batch_nd(input, check_block(block_shape, input), paddings)]
 
 
 @register_op("SpaceToBatch", constant_inputs=("paddings",))
-def space_to_batch(ctx, input, paddings, *, T, block_size, Tpaddings=INT32):
+def space_to_batch(ctx, input, paddings, *, T, block_size, Tpaddings):
     check_rank(input, "input", rank=4)
     return [space_to_batch_nd(input, (block_size, block_size), paddings)]
 
 
 @register_op("BatchToSpaceND", constant_inputs=("block_shape", "crops"))
-def batch_to_space_nd_op(ctx, input, block_shape, crops, *, T, Tblock_shape=INT32, Tcrops=INT32):
+def batch_to_space_nd_op(ctx, input, block_shape, crops, *, T, Tblock_shape, Tcrops):
     return [batch_to_space_nd(input, check_block(block_shape, input), crops)]
 
 
 @register_op("BatchToSpace", constant_inputs=("crops",))
-def batch_to_space(ctx, input, crops, *, T, block_size, Tidx=INT32):
+def batch_to_space(ctx, input, crops, *, T, block_size, Tidx):
     check_rank(input, "input", rank=4)
     return [batch_to_space_nd(input, (block_size, block_size), crops)]
 
@@ -115,12 +115,12 @@ def depth_to_space_nhwc(x, b: int):
 
 
 @register_op("SpaceToDepth")
-def space_to_depth(ctx, input, *, T, block_size, data_format="NHWC"):
+def space_to_depth(ctx, input, *, T, block_size, data_format):
     return [channels_last(lambda x: space_to_depth_nhwc(x, block_size), input, data_format)]
 
 
 @register_op("DepthToSpace")
-def depth_to_space(ctx, input, *, T, block_size, data_format="NHWC"):
+def depth_to_space(ctx, input, *, T, block_size, data_format):
     return [channels_last(lambda x: depth_to_space_nhwc(x, block_size), input, data_format)]
 
 
@@ -166,7 +166,7 @@ def check_formats(src_format: str, dst_format: str) -> None:
 
 
 @register_op("DataFormatDimMap", dtypes=INDEX)
-def data_format_dim_map(ctx, x, *, T=INT32, src_format="NHWC", dst_format="NCHW"):
+def data_format_dim_map(ctx, x, *, T, src_format, dst_format):
     """The index in dst_format of each dimension index (possibly negative) of src_format."""
     check_formats(src_format, dst_format)
     table = np.array([dst_format.index(c) for c in src_format], x.dtype)
@@ -174,7 +174,7 @@ def data_format_dim_map(ctx, x, *, T=INT32, src_format="NHWC", dst_format="NCHW"
 
 
 @register_op("DataFormatVecPermute", dtypes=INDEX)
-def data_format_vec_permute(ctx, x, *, T=INT32, src_format="NHWC", dst_format="NCHW"):
+def data_format_vec_permute(ctx, x, *, T, src_format, dst_format):
     """A per-dimension vector ([n] or [n, 2]) from src_format order to dst_format order; a vector of the
     spatial dimensions only is permuted among them."""
     check_formats(src_format, dst_format)

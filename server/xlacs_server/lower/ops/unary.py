@@ -115,7 +115,7 @@ for _op, (_fn, _dtypes) in UNARY.items():
 
 
 @register_op("Conj", dtypes=D.COMPLEX)
-def conj(ctx, input, *, T=np.dtype(np.complex64)):
+def conj(ctx, input, *, T):
     check_dtype(input, "input", T)
     return [jnp.conj(input)]
 
@@ -126,7 +126,7 @@ def logical_not(ctx, x):
     return [jnp.logical_not(x)]
 
 
-def complex_part(fn, ctx, input, *, T=np.dtype(np.complex64), Tout=np.dtype(np.float32)):
+def complex_part(fn, ctx, input, *, T, Tout):
     check_dtypes(ctx.node.op, (input,), T)  # ComplexAbs names it x
     return [fn(input).astype(Tout)]
 

@@ -9,7 +9,7 @@ from xlacs_server.lower.registry import register_op
 
 
 @register_op("VarHandleOp", type_attr="dtype", foldable=False)
-def var_handle(ctx, *, dtype, shape, container="", shared_name="", debug_name="", allowed_devices=()):
+def var_handle(ctx, *, dtype, shape, container, shared_name, debug_name, allowed_devices):
     raise InvalidRequest(f"variable {ctx.name!r} has no value: supply it at Execute")
 
 
@@ -19,7 +19,7 @@ def read_variable(ctx, resource, *, dtype):
 
 
 @register_op("AssignVariableOp", type_attr="dtype", foldable=False)
-def assign_variable(ctx, resource, value, *, dtype, validate_shape=False):
+def assign_variable(ctx, resource, value, *, dtype, validate_shape):
     resource.assign(value)
     return []
 
@@ -31,7 +31,7 @@ def assign_add_variable(ctx, resource, value, *, dtype):
 
 
 @register_op("ResourceGather", type_attr="dtype", foldable=False)
-def resource_gather(ctx, resource, indices, *, dtype, Tindices, batch_dims=0, validate_indices=True):
+def resource_gather(ctx, resource, indices, *, dtype, Tindices, batch_dims, validate_indices):
     if not 0 <= batch_dims <= min(indices.ndim, resource.value.ndim - 1):
         raise InvalidArgument(f"batch_dims={batch_dims} must be in [0, {min(indices.ndim, resource.value.ndim - 1)}] "
                               f"for input 'indices' {list(indices.shape)} into variable {resource.name!r} "
@@ -55,8 +55,8 @@ def resource_scatter_update(ctx, resource, indices, updates, *, dtype, Tindices)
 
 
 @register_op("ResourceStridedSliceAssign", constant_inputs=("begin", "end", "strides"), foldable=False)
-def resource_strided_slice_assign(ctx, ref, begin, end, strides, value, *, T, Index, begin_mask=0, end_mask=0,
-                                  ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0):
+def resource_strided_slice_assign(ctx, ref, begin, end, strides, value, *, T, Index, begin_mask, end_mask,
+                                  ellipsis_mask, new_axis_mask, shrink_axis_mask):
     shape = ref.value.shape
     index = strided_index(shape, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
                           shrink_axis_mask, input="ref")
@@ -66,7 +66,7 @@ def resource_strided_slice_assign(ctx, ref, begin, end, strides, value, *, T, In
 
 
 @register_op("VariableShape", type_attr="out_type", foldable=False)
-def variable_shape(ctx, input, *, out_type=np.dtype(np.int32)):
+def variable_shape(ctx, input, *, out_type):
     return [np.array(input.value.shape, dtype=out_type)]
 
 
