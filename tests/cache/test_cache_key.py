@@ -124,7 +124,7 @@ def copy_of_xlacs(directory: pathlib.Path) -> dict[str, pathlib.Path]:
             for name, path in PACKAGES.items()}
 
 
-def test_the_code_covers_the_source_of_a_lowering_rule_and_of_a_pass(service, monkeypatch, tmp_path):
+def test_the_code_covers_a_lowering_rule_a_pass_and_the_op_defs(service, monkeypatch, tmp_path):
     base = ingredients(service, spec())
     tree = copy_of_xlacs(tmp_path / "a")
     digest = source_digest(tree)
@@ -133,7 +133,7 @@ def test_the_code_covers_the_source_of_a_lowering_rule_and_of_a_pass(service, mo
     (tree["xlacs_server"] / "dashboard" / "static" / "dashboard.css").write_text("body {}")
     (tree["xlacs_server"] / "lower" / "__pycache__").mkdir(exist_ok=True)
     (tree["xlacs_server"] / "lower" / "__pycache__" / "unary.cpython-312.pyc").write_bytes(b"stale")
-    assert source_digest(tree) == digest  # only Python source enters
+    assert source_digest(tree) == digest  # only Python source and the OpList enter
 
     for path, rule, edited in (("lower/ops/unary.py", '"Tanh": (jnp.tanh,', '"Tanh": (jnp.sinh,'),
                                ("passes/remove_identities.py", '"Identity"', '"IdentityN"')):
@@ -144,6 +144,11 @@ def test_the_code_covers_the_source_of_a_lowering_rule_and_of_a_pass(service, mo
         monkeypatch.setattr(cache_key_module, "SOURCE_DIGEST", source_digest(tree))
         assert changed(base, ingredients(service, spec())) == {"code"}
         source.write_text(text)
+    op_list = tree["xlacs_server"] / "graph" / "data" / "op_list.pb"  # TF's attr defaults, which lowerings take
+    original = op_list.read_bytes()
+    op_list.write_bytes(original + b"\n\x00")  # one more OpDef, an empty one
+    assert source_digest(tree) != digest
+    op_list.write_bytes(original)
     assert source_digest(tree) == digest
 
 

@@ -47,17 +47,18 @@ def cache_key(ingredients: list[tuple[str, str]]) -> str:
 
 
 def source_digest(packages: dict[str, pathlib.Path]) -> str:
-    """SHA-256 over every .py file of the packages ({import name: directory}), each by its path inside its
-    package and its bytes. Every file rather than a chosen few: a lowering rule, a pass, the importer, a dtype
-    table of the client package or the code that calls them can each change the program, and a list of the
-    ones that matter would go stale silently; the price is a recompile after an edit that changes no program."""
+    """SHA-256 over every .py file of the packages ({import name: directory}) and the TF OpList that lowerings
+    take attr defaults from (.pb), each by its path inside its package and its bytes. Every file rather than a
+    chosen few: a lowering rule, a pass, the importer, a dtype table of the client package or the code that
+    calls them can each change the program, and a list of the ones that matter would go stale silently; the
+    price is a recompile after an edit that changes no program."""
     h = hashlib.sha256()
     for name, directory in sorted(packages.items()):
         paths = sorted(directory.rglob("*.py"))
         if not paths:  # a source-less install (.pyc only) would make every build of xlacs share executables
             raise RuntimeError(f"package {name} in {directory} has no .py files: install xlacs with its source "
                                f"(pip install of the wheel or the checkout), since the cache key digests it")
-        for path in paths:
+        for path in sorted([*paths, *directory.rglob("*.pb")]):
             source = path.read_bytes()
             h.update(f"{name}/{path.relative_to(directory).as_posix()}\0{len(source)}\0".encode())
             h.update(source)
