@@ -107,6 +107,21 @@ def channels_last_args(data_format, *tensors):
     return [to_channels_last(t) if data_format.startswith("NC") else t for t in tensors]
 
 
+def backprops_oracle(backprop_input, backprop_filter, attrs):
+    """A convolution's input and filter backprops (x, w, dy) -> (dx, dw) as TF's CPU kernels run them: the
+    channels-last V1 ops `backprop_input` and `backprop_filter` on the kernel spread by its dilation, the filter
+    gradient read back at the kernel's taps."""
+    rates = spatial_rates(attrs)
+
+    def oracle(x, w, dy):
+        x, dy = channels_last_args(attrs["data_format"], x, dy)
+        spread, last = dilated(w, rates), undilated(attrs)
+        dx = backprop_input(input_sizes=tf.shape(x), filter=spread, out_backprop=dy, **last)
+        dw = backprop_filter(input=x, filter_sizes=spread.shape, out_backprop=dy, **last)
+        return to_channels_first(dx) if attrs["data_format"].startswith("NC") else dx, dw[taps(rates)]
+    return oracle
+
+
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("case", CASES_2D, ids=case_id)
 def test_conv2d_backprops_v2(client, case, data_format):
@@ -116,21 +131,14 @@ def test_conv2d_backprops_v2(client, case, data_format):
     x_shape = in_layout((2, 9, 8, 3), data_format)
     w_shape = (3, 2, 3, 5)
     attrs = conv_attrs(*case, data_format)
-    rates = spatial_rates(attrs)
     dy = rand(forward_shape(raw.Conv2D, x_shape, w_shape, attrs))
     x, w = rand(x_shape), rand(w_shape)
 
     def fn(x, w, dy):
         return (raw.Conv2DBackpropInputV2(input=x, filter=w, out_backprop=dy, **attrs),
                 raw.Conv2DBackpropFilterV2(input=x, filter=w, out_backprop=dy, **attrs))
-
-    def oracle(x, w, dy):
-        x, dy = channels_last_args(data_format, x, dy)
-        spread, last = dilated(w, rates), undilated(attrs)
-        dx = raw.Conv2DBackpropInput(input_sizes=tf.shape(x), filter=spread, out_backprop=dy, **last)
-        dw = raw.Conv2DBackpropFilter(input=x, filter_sizes=spread.shape, out_backprop=dy, **last)
-        return to_channels_first(dx) if data_format == "NCHW" else dx, dw[taps(rates)]
-    compile_and_compare(client, fn, [x, w, dy], oracle=oracle)
+    compile_and_compare(client, fn, [x, w, dy],
+                        oracle=backprops_oracle(raw.Conv2DBackpropInput, raw.Conv2DBackpropFilter, attrs))
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64], ids=ids)
@@ -253,7 +261,6 @@ def test_depthwise_backprops_layouts(client, case, data_format):
     """The oracle spreads the kernel itself: TF's CPU depthwise backprops accept dilations but ignore them."""
     x_shape, w_shape = in_layout((2, 9, 8, 3), data_format), (3, 2, 3, 2)
     attrs = conv_attrs(*case, data_format)
-    rates = spatial_rates(attrs)
     dy = rand(forward_shape(raw.DepthwiseConv2dNative, x_shape, w_shape, attrs))
 
     def fn(x, w, dy):
@@ -261,11 +268,5 @@ def test_depthwise_backprops_layouts(client, case, data_format):
                                                        **attrs),
                 raw.DepthwiseConv2dNativeBackpropFilter(input=x, filter_sizes=tf.constant(w_shape), out_backprop=dy,
                                                         **attrs))
-
-    def oracle(x, w, dy):
-        x, dy = channels_last_args(data_format, x, dy)
-        spread, last = dilated(w, rates), undilated(attrs)
-        dx = raw.DepthwiseConv2dNativeBackpropInput(input_sizes=tf.shape(x), filter=spread, out_backprop=dy, **last)
-        dw = raw.DepthwiseConv2dNativeBackpropFilter(input=x, filter_sizes=spread.shape, out_backprop=dy, **last)
-        return to_channels_first(dx) if data_format == "NCHW" else dx, dw[taps(rates)]
+    oracle = backprops_oracle(raw.DepthwiseConv2dNativeBackpropInput, raw.DepthwiseConv2dNativeBackpropFilter, attrs)
     compile_and_compare(client, fn, [rand(x_shape), rand(w_shape), dy], oracle=oracle)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.lower.refusals import Fed, assert_refused, assert_tf_refuses
+from tests.lower.refusals import Fed, assert_refused, assert_refused_as_tf
 from tests.oracle import compile_and_compare, ids, rand
 
 rng = np.random.default_rng(0)
@@ -439,9 +439,7 @@ REFUSED_UNASKED = {
 
 @pytest.mark.parametrize("case", REFUSED, ids=str)
 def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
-    op, inputs, attr_values, blame, match, tf_refuses = REFUSED[case]
-    assert_tf_refuses(tf_refuses)
-    assert_refused(client, op, inputs, blame=blame, match=match, **attr_values)
+    assert_refused_as_tf(client, REFUSED[case])
 
 
 @pytest.mark.parametrize("case", REFUSED_UNASKED, ids=str)
