@@ -27,7 +27,7 @@ from xlacs_server.errors import LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers, has_loops
-from xlacs_server.execute.weights import WeightStore
+from xlacs_server.execute.weights import WeightStore, content_hash, weights_digest
 from xlacs_server.graph import limits as graph_limits
 from xlacs_server.graph.fingerprint import fingerprint
 from xlacs_server.graph.importer import graph_text, import_graph
@@ -160,8 +160,7 @@ class CompilationService:
         executable, tier = self.l1.get(key), self.l1.tier
         if executable is None:
             executable, tier = self._compile_miss(key, spec, graph, inputs, device, watch)
-        with watch.stage("bind"):
-            loaded = self._bind(executable, graph, inputs, device)
+        loaded = self._bind(executable, graph, inputs, device, watch)
         return CompileResult(loaded, tier, watch.ms)
 
     @within_limits
@@ -173,18 +172,38 @@ class CompilationService:
         run_pipeline(graph, lambda label, g: dumps.append((label, graph_text(g))))
         return dumps
 
-    def _bind(self, executable: Executable, graph: Graph, inputs: list[TensorSig],
-              device: DeviceRef) -> LoadedExecutable:
-        """The executable bound to this graph's weights and names; its id adds the weights' digest to the key."""
-        values = weight_values(graph)
-        size = sum(v.nbytes for v in values)
-        if size > self.settings.max_weight_bytes:
-            raise LimitExceeded(f"the graph's weights take {size} bytes", "max_weight_bytes",
-                                self.settings.max_weight_bytes)
-        digest, buffers = self.weights.bind(values, device.device)
+    def _bind(self, executable: Executable, graph: Graph, inputs: list[TensorSig], device: DeviceRef,
+              watch: Stopwatch) -> LoadedExecutable:
+        """The executable bound to this graph's weights and names; its id adds the weights' digest to the key.
+        An executable with a prepare part runs it on the weights (stage "prepare") unless a binding of the same
+        weights holds its results; the lifted weights that only it reads are then uploaded for that run only."""
+        with watch.stage("bind"):
+            values = weight_values(graph)
+            size = sum(v.nbytes for v in values)
+            if size > self.settings.max_weight_bytes:
+                raise LimitExceeded(f"the graph's weights take {size} bytes", "max_weight_bytes",
+                                    self.settings.max_weight_bytes)
+            hashes = [content_hash(v) for v in values]
+            digest = weights_digest(hashes)
+            prepare = executable.prepare
+            call = range(len(values)) if prepare is None else prepare.call_params
+            buffers = self.weights.upload([values[i] for i in call], [hashes[i] for i in call], device.device)
+        if prepare is not None:
+            with watch.stage("prepare"):
+                prepared, _ = self.weights.prepared(
+                    f"{executable.key}.{digest}", len(prepare.outputs), device.device,
+                    lambda: prepare.run(self.weights.upload(values, hashes, device.device)))
+            buffers += prepared
+        with watch.stage("bind"):
+            loaded = self._register(executable, graph, inputs, digest if values else "", buffers)
+        return loaded
+
+    def _register(self, executable: Executable, graph: Graph, inputs: list[TensorSig], digest: str,
+                  buffers: list) -> LoadedExecutable:
+        """The binding under its executable id, the least recently used ones dropped past the budgets."""
         fetches = [dataclasses.replace(s, name=str(f)) for s, f in zip(executable.outputs, graph.fetches)]
         outputs = fetches + executable.outputs[len(fetches):]  # then the assigned variables
-        loaded = LoadedExecutable(f"{executable.key}.{digest[:16]}" if buffers else executable.key, executable,
+        loaded = LoadedExecutable(f"{executable.key}.{digest[:16]}" if digest else executable.key, executable,
                                   buffers, inputs, outputs)
         with self._loaded_lock:
             self._loaded[loaded.id] = loaded
@@ -252,10 +271,11 @@ class CompilationService:
         self.counters.add(compiles=1)
         log.info("compiled %s on %s in %.0f ms (%s)", key, device.name, sum(watch.ms.values()),
                  ", ".join(f"{k} {v:.0f}" for k, v in watch.ms.items()))
+        size = len(program.serialized) + (len(program.prepare.serialized) if program.prepare else 0)
         executable = Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.params,
-                                program.compiled, program.stablehlo, dict(watch.ms), records, len(program.serialized),
+                                program.compiled, program.stablehlo, dict(watch.ms), records, size,
                                 op_histogram=dict(collections.Counter(n.op for n in graph.nodes.values())),
-                                serialized=program.serialized)
+                                serialized=program.serialized, prepare=program.prepare)
         return executable, program.serialized
 
     @contextlib.contextmanager

@@ -2,7 +2,8 @@
 
     MAGIC (8) | format version (u32) | metadata length (u32) | metadata (JSON) | body (zstd) | HMAC (32)
 
-The body is the serialized PJRT executable followed by the StableHLO text. The MAC covers the cache key as
+The body is the serialized PJRT executable followed by its StableHLO text, then those of the prepare program
+(compile/prepare.py), empty when the executable has none. The MAC covers the cache key as
 well as the bytes, so a valid entry copied under another key is refused too. Nothing read from a tier is
 parsed before its MAC checks, and nothing is ever unpickled.
 """
@@ -39,18 +40,24 @@ class Entry:
     executable: bytes  # native code: only ever loaded after the MAC checked
     stablehlo: str
     created: float = dataclasses.field(default_factory=time.time)
+    prepare: bytes = b""  # the prepare program, native code too
+    prepare_stablehlo: str = ""
 
 
 def _mac(secret: bytes, key: str, signed: bytes) -> bytes:
     return hmac.new(secret, key.encode() + b"\x00" + signed, hashlib.sha256).digest()
 
 
+_PARTS = ("executable", "stablehlo", "prepare", "prepare_stablehlo")  # the body's parts, in order
+_TEXT = ("stablehlo", "prepare_stablehlo")
+
+
 def encode(entry: Entry, secret: bytes) -> bytes:
-    stablehlo = entry.stablehlo.encode()
-    body = zstandard.ZstdCompressor().compress(entry.executable + stablehlo)
+    parts = {name: getattr(entry, name).encode() if name in _TEXT else getattr(entry, name) for name in _PARTS}
+    body = zstandard.ZstdCompressor().compress(b"".join(parts.values()))
     meta = json.dumps({**entry.meta, "key": entry.key, "created": entry.created,
-                       "sizes": {"executable": len(entry.executable), "stablehlo": len(stablehlo),
-                                 "body": len(body)}}, sort_keys=True).encode()
+                       "sizes": {**{name: len(part) for name, part in parts.items()}, "body": len(body)}},
+                      sort_keys=True).encode()
     signed = _PREFIX.pack(MAGIC, CACHE_FORMAT_VERSION, len(meta)) + meta + body
     return signed + _mac(secret, entry.key, signed)
 
@@ -72,10 +79,14 @@ def decode(blob: bytes, key: str, secret: bytes) -> Entry:
     try:
         meta = json.loads(signed[_PREFIX.size:_PREFIX.size + meta_len])
         sizes, stored_key, created = meta.pop("sizes"), meta.pop("key"), meta.pop("created")
-        size = sizes["executable"] + sizes["stablehlo"]
+        size = sum(sizes[name] for name in _PARTS)
         body = zstandard.ZstdDecompressor().decompress(signed[_PREFIX.size + meta_len:], max_output_size=size)
         if stored_key != key or len(body) != size:
             raise ValueError(f"the entry names key {stored_key!r} and {size} body bytes; it has {len(body)}")
-        return Entry(key, meta, body[:sizes["executable"]], body[sizes["executable"]:].decode(), created)
+        parts, start = {}, 0
+        for name in _PARTS:
+            part, start = body[start:start + sizes[name]], start + sizes[name]
+            parts[name] = part.decode() if name in _TEXT else part
+        return Entry(key, meta, created=created, **parts)
     except (ValueError, KeyError, TypeError, AttributeError, zstandard.ZstdError) as e:
         raise RejectedEntry("malformed", str(e)) from None

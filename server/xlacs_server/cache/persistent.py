@@ -16,7 +16,7 @@ from xlacs_server.cache.redis_store import RedisStore
 from xlacs_server.cache.secret import cache_secret, secret_id
 from xlacs_server.config import Settings
 from xlacs_server.execute.devices import DeviceRef
-from xlacs_server.execute.executable import Executable
+from xlacs_server.execute.executable import Executable, Prepare
 from xlacs_server.execute.program import Program
 from xlacs_server.passes.registry import PassRecord
 from xlacs_server.tensor_sig import TensorSig
@@ -37,17 +37,25 @@ def to_entry(executable: Executable, serialized: bytes) -> Entry:
     meta = {"graph_name": e.graph_name, "platform": e.device.platform, "device_kind": e.device.kind,
             "inputs": _sigs(e.inputs), "outputs": _sigs(e.outputs), "params": _sigs(e.params),
             "stage_ms": e.stage_ms, "passes": [dataclasses.asdict(r) for r in e.passes],
-            "op_histogram": e.op_histogram}
-    return Entry(e.key, meta, serialized, e.stablehlo, e.created)
+            "op_histogram": e.op_histogram,
+            "prepare": e.prepare and {"params": e.prepare.params, "call_params": e.prepare.call_params,
+                                      "outputs": _sigs(e.prepare.outputs)}}
+    return Entry(e.key, meta, serialized, e.stablehlo, e.created, prepare=e.prepare.serialized if e.prepare else b"",
+                 prepare_stablehlo=e.prepare.stablehlo if e.prepare else "")
 
 
 def from_entry(entry: Entry, device: DeviceRef) -> Executable:
-    """The entry's executable, deserialized onto `device`."""
+    """The entry's executable, deserialized onto `device` (both its programs, if it has a prepare part)."""
     m = entry.meta
+    p = m["prepare"]
+    prepare = p and Prepare(Program.deserialize(entry.prepare, device.device), p["params"], p["call_params"],
+                            _unsigs(p["outputs"]), entry.prepare_stablehlo, entry.prepare)
     return Executable(entry.key, m["graph_name"], device, _unsigs(m["inputs"]), _unsigs(m["outputs"]),
                       _unsigs(m["params"]), Program.deserialize(entry.executable, device.device), entry.stablehlo,
-                      m["stage_ms"], [PassRecord(**r) for r in m["passes"]], len(entry.executable),
-                      op_histogram=m["op_histogram"], created=entry.created, serialized=entry.executable)
+                      m["stage_ms"], [PassRecord(**r) for r in m["passes"]],
+                      len(entry.executable) + len(entry.prepare),
+                      op_histogram=m["op_histogram"], created=entry.created, serialized=entry.executable,
+                      prepare=prepare)
 
 
 class PersistentTier:

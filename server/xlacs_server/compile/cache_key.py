@@ -23,7 +23,7 @@ from xlacs_server.execute.program import compile_options
 log = logging.getLogger(__name__)
 
 # Bump when the cache entry format or the meaning of an ingredient changes.
-CACHE_FORMAT_VERSION = 2
+CACHE_FORMAT_VERSION = 3
 
 # Debug options that change what XLA writes on the side, not the executable (the list jax's cache key clears).
 _UNKEYED_DEBUG_OPTIONS = {

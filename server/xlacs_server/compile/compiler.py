@@ -1,4 +1,5 @@
-"""Traces the lowered program with jax.jit into StableHLO and compiles it with PJRT for one device."""
+"""Traces the lowered program with jax.jit into StableHLO and compiles it with PJRT for one device; a program
+with a weight-only part is compiled as two, the prepare program and the per-call one (compile/prepare.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,8 +9,9 @@ from typing import Callable
 import jax
 import numpy as np
 
-from xlacs_server.compile import xla_options
+from xlacs_server.compile import prepare, xla_options
 from xlacs_server.execute.devices import DeviceRef
+from xlacs_server.execute.executable import Prepare
 from xlacs_server.execute.program import Program
 from xlacs_server.graph.ir import Graph
 from xlacs_server.lower.engine import argument_specs, build_program
@@ -27,6 +29,7 @@ class CompiledProgram:
     lower_ms: float
     compile_ms: float
     serialized: bytes  # the PJRT executable, as the backend serializes it (native code)
+    prepare: Prepare | None  # the weight-only part, if the graph has one
 
 
 def param_sigs(graph: Graph) -> list[TensorSig]:
@@ -37,21 +40,43 @@ def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], N
                   options: dict[str, xla_options.Value]) -> CompiledProgram:
     """Compiles the graph as a function of its feeds, variables and lifted weights (engine.argument_specs),
     with XLA debug `options` (compile/xla_options.py); it returns the fetches, then the variables it assigned.
+    A weight-only part is split off into a prepare program (compile/prepare.py), compiled with the same options.
     `checkpoint("compile")` runs between the lowering and the XLA compile, which nothing interrupts."""
     sharding = jax.sharding.SingleDeviceSharding(device.device)
     params = param_sigs(graph)
-    specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in argument_specs(graph)]
     start = time.perf_counter()
+    parts = prepare.split(graph)
+    if parts is not None:
+        lowered_prepare = _lower(parts.prepare, sharding)
+        graph = parts.call.replace(prepared_specs=[(np.dtype(o.dtype), tuple(o.shape))
+                                                   for o in lowered_prepare.out_info])
     program_fn = build_program(graph, graph.platform)
-    # keep_unused: the executable takes every argument, so a loaded one is called like a fresh one.
-    lowered = jax.jit(program_fn, keep_unused=True).lower(*specs)
-    stablehlo = lowered.as_text()
+    lowered = _lower(graph, sharding, program_fn)
     lowered_at = time.perf_counter()
     checkpoint("compile")
     compiled = lowered.compile(compiler_options=options)
+    prepare_part = None if parts is None else _prepare(parts, params, lowered_prepare, options)
     done = time.perf_counter()
     names = [str(f) for f in graph.fetches] + [VARIABLE_PREFIX + name for name in program_fn.assigned]
     outputs = [TensorSig(n, np.dtype(o.dtype), tuple(o.shape)) for n, o in zip(names, compiled.out_info)]
     program = Program(compiled.runtime_executable())
-    return CompiledProgram(program, stablehlo, outputs, params, (lowered_at - start) * 1e3,
-                           (done - lowered_at) * 1e3, program.serialize())
+    return CompiledProgram(program, lowered.as_text(), outputs, params, (lowered_at - start) * 1e3,
+                           (done - lowered_at) * 1e3, program.serialize(), prepare_part)
+
+
+def _lower(graph: Graph, sharding, program_fn: Callable | None = None):
+    """The graph's program traced by jax.jit for arguments on `sharding`."""
+    specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in argument_specs(graph)]
+    # keep_unused: the executable takes every argument, so a loaded one is called like a fresh one.
+    return jax.jit(program_fn or build_program(graph, graph.platform), keep_unused=True).lower(*specs)
+
+
+def _prepare(parts: prepare.Split, params: list[TensorSig], lowered,
+             options: dict[str, xla_options.Value]) -> Prepare:
+    """The compiled prepare program of `parts`; it and the per-call program name the lifted weights by index."""
+    index = {s.name: i for i, s in enumerate(params)}
+    compiled = Program(lowered.compile(compiler_options=options).runtime_executable())
+    outputs = [TensorSig(str(e), np.dtype(o.dtype), tuple(o.shape))
+               for e, o in zip(parts.prepare.fetches, lowered.out_info)]
+    return Prepare(compiled, [index[str(e)] for e in parts.prepare.params], [index[str(e)] for e in parts.call.params],
+                   outputs, lowered.as_text(), compiled.serialize())

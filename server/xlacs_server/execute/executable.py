@@ -15,9 +15,33 @@ from xlacs_server.tensor_sig import TensorSig
 
 
 @dataclasses.dataclass
+class Prepare:
+    """The weight-only part of an executable (compile/prepare.py), run once per weight set when weights are
+    bound: it takes the lifted weights at `params` and returns the prepared weights (`outputs`). The per-call
+    program takes the lifted weights at `call_params`, then the prepared ones."""
+    compiled: Program
+    params: list[int]  # indices into Executable.params
+    call_params: list[int]
+    outputs: list[TensorSig]
+    stablehlo: str
+    serialized: bytes  # what the cache stores; small (elementwise arithmetic, reshapes, transposes)
+    ms: float = 0.0  # the time its last run took, at a bind
+
+    def run(self, weights: list[jax.Array]) -> list[jax.Array]:
+        """The prepared weights of `weights` (every lifted weight, in Executable.params order)."""
+        start = time.perf_counter()
+        prepared = self.compiled(*[weights[i] for i in self.params])
+        jax.block_until_ready(prepared)
+        self.ms = (time.perf_counter() - start) * 1e3
+        return prepared
+
+
+@dataclasses.dataclass
 class Executable:
     """One compiled program: the cache's unit. Takes the feeds, then the lifted weights, by position; the
-    names in `inputs` and `outputs` are those of the request that compiled it."""
+    names in `inputs` and `outputs` are those of the request that compiled it. With a `prepare` part, the
+    program is the per-call part: it takes the feeds, then the lifted weights at `prepare.call_params`, then the
+    prepared weights."""
     key: str
     graph_name: str
     device: DeviceRef
@@ -28,7 +52,7 @@ class Executable:
     stablehlo: str
     stage_ms: dict[str, float]
     passes: list
-    size_bytes: int
+    size_bytes: int  # of the serialized programs, both parts
     op_histogram: dict[str, int] = dataclasses.field(default_factory=dict)  # op -> nodes of the lowered graph
     created: float = dataclasses.field(default_factory=time.time)
     hits: int = 0
@@ -36,6 +60,7 @@ class Executable:
     # Kept only for programs that run in execution workers (the service decides, see isolation.py): what a
     # worker loads.
     serialized: bytes | None = dataclasses.field(default=None, repr=False)
+    prepare: Prepare | None = None
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -51,8 +76,9 @@ class Executable:
 
 @dataclasses.dataclass
 class LoadedExecutable:
-    """What an executable id names: a program bound to one set of device-resident weights, with the feed
-    and fetch names of the request that loaded it."""
+    """What an executable id names: a program bound to one set of device-resident weights (what its program
+    takes after the inputs: the lifted weights, or those the per-call part takes and the prepared ones), with
+    the feed and fetch names of the request that loaded it."""
     id: str
     executable: Executable
     weights: list[jax.Array]

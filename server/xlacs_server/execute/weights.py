@@ -1,9 +1,11 @@
-"""Device-resident weight buffers keyed by content hash, shared by every executable that binds them."""
+"""Device-resident weight buffers keyed by content hash, and prepared weights keyed by executable and weights
+digest, shared by every binding that uses them."""
 from __future__ import annotations
 
 import hashlib
 import threading
 import weakref
+from typing import Callable
 
 import jax
 import numpy as np
@@ -17,28 +19,34 @@ def content_hash(value: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def weights_digest(hashes: list[str]) -> str:
+    """The digest of a weight set, from its weights' content hashes in order: an executable id's second part."""
+    return hashlib.sha256("".join(hashes).encode()).hexdigest()
+
+
 class WeightStore:
-    """Uploads each distinct weight once per device; a buffer lives while some binding holds it, so the
-    service bounds the resident bytes by dropping its least recently used bindings (`evictions`)."""
+    """Uploads each distinct weight once per device, and prepares each weight set once per executable; a buffer
+    lives while some binding holds it, so the service bounds the resident bytes by dropping its least recently
+    used bindings (`evictions`)."""
 
     def __init__(self):
         self._buffers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._prepared: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         self.uploads = 0
         self.evictions = 0  # bindings dropped to stay within the budgets (max_loaded, max_weight_bytes)
 
     def resident_bytes(self) -> int:
-        """Bytes of the distinct weight buffers that some binding still holds."""
+        """Bytes of the distinct weight buffers and prepared weights that some binding still holds."""
         with self._lock:
-            return sum(buffer.nbytes for buffer in self._buffers.values())
+            return sum(buffer.nbytes for buffer in [*self._buffers.values(), *self._prepared.values()])
 
     def evicted(self) -> None:
         with self._lock:
             self.evictions += 1
 
-    def bind(self, values: list[np.ndarray], device: jax.Device) -> tuple[str, list[jax.Array]]:
-        """(digest of all the weights, their device buffers)."""
-        hashes = [content_hash(v) for v in values]
+    def upload(self, values: list[np.ndarray], hashes: list[str], device: jax.Device) -> list[jax.Array]:
+        """The device buffers of `values`, whose content hashes are `hashes`."""
         buffers = []
         for h, value in zip(hashes, values):
             with self._lock:
@@ -48,4 +56,18 @@ class WeightStore:
                     self._buffers[(h, device.id, device.platform)] = buffer
                     self.uploads += 1
             buffers.append(buffer)
-        return hashlib.sha256("".join(hashes).encode()).hexdigest(), buffers
+        return buffers
+
+    def prepared(self, key: str, count: int, device: jax.Device,
+                 prepare: Callable[[], list[jax.Array]]) -> tuple[list[jax.Array], bool]:
+        """(the `count` prepared weights stored under `key` on `device`, whether `prepare()` computed them now:
+        it does when no binding holds them any more). `key` names an executable and a weights digest."""
+        names = [(key, i, device.id, device.platform) for i in range(count)]
+        with self._lock:
+            found = [self._prepared.get(name) for name in names]
+        if None not in found:
+            return found, False
+        computed = prepare()
+        with self._lock:
+            self._prepared.update(zip(names, computed))
+        return computed, True

@@ -54,6 +54,10 @@ class Graph:
     variable_specs: list[tuple[Any, tuple[int, ...]]] = dataclasses.field(default_factory=list)
     # Lifted weights (Const outputs): the last program parameters, bound at Execute.
     params: list[Endpoint] = dataclasses.field(default_factory=list)
+    # Prepared weights (compile/prepare.py): outputs of the weight-only part, computed once per weight set by
+    # the prepare program; in the per-call program they are the parameters after the lifted weights.
+    prepared: list[Endpoint] = dataclasses.field(default_factory=list)
+    prepared_specs: list[tuple[Any, tuple[int, ...]]] = dataclasses.field(default_factory=list)
     platform: str = "cpu"  # the target of the compile unit: "cpu" or "gpu"
 
     def replace(self, **changes) -> "Graph":

@@ -133,15 +133,15 @@ def _to_host(value):
 
 
 def argument_specs(graph: Graph) -> list[jax.ShapeDtypeStruct]:
-    """The program's arguments: the feeds, then the variables, then the lifted weights."""
-    weights = [graph.nodes[e.node].attrs["value"] for e in graph.params]
-    return [jax.ShapeDtypeStruct(shape, dtype) for dtype, shape in [*graph.feed_specs, *graph.variable_specs]] + \
-        [jax.ShapeDtypeStruct(w.shape, w.dtype) for w in weights]
+    """The program's arguments: the feeds, then the variables, then the lifted weights, then the prepared ones."""
+    weights = [(w.dtype, w.shape) for w in (graph.nodes[e.node].attrs["value"] for e in graph.params)]
+    return [jax.ShapeDtypeStruct(shape, dtype)
+            for dtype, shape in [*graph.feed_specs, *graph.variable_specs, *weights, *graph.prepared_specs]]
 
 
 def bind_arguments(graph: Graph, args) -> tuple[dict[Endpoint, object], list[VariableRef]]:
     """The environment that program arguments (in argument_specs order) start a lowering with."""
-    env = dict(zip([*graph.feeds, *graph.variables, *graph.params], args))
+    env = dict(zip([*graph.feeds, *graph.variables, *graph.params, *graph.prepared], args))
     refs = [VariableRef(variable_name(graph.nodes[e.node]), env[e]) for e in graph.variables]
     env.update(zip(graph.variables, refs))
     return env, refs

@@ -93,7 +93,8 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         e = loaded.executable
         return xlacs_pb2.ExecutableInfo(
             executable_id=loaded.id, graph_name=e.graph_name, device=e.device.name, signature=_signature(loaded),
-            stage_ms=e.stage_ms, passes=_passes(e), size_bytes=e.size_bytes, hits=e.hits,
+            stage_ms={**e.stage_ms, **({"prepare": e.prepare.ms} if e.prepare else {})}, passes=_passes(e),
+            size_bytes=e.size_bytes, hits=e.hits,
             created_unix=e.created, last_used_unix=e.last_used)
 
 
