@@ -1,24 +1,27 @@
-"""Compile latency: xlacs cold, L1 hit and L2 hit (a fresh `xlacs serve` on the same Redis), against TF's
-`jit_compile=True` first call and tf2jax + jax.jit first call, round by round."""
+"""Compile latency: xlacs cold, L1 hit and L2 hit (a fresh `xlacs serve` on the same Redis), against every
+peer's first call (build + first result: TF's `jit_compile=True`, tf2jax + jax.jit, OpenVINO's and ONNX
+Runtime's load, ...), round by round, each peer in its own process."""
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import statistics
 
-from benchmarks import peers
 from benchmarks.models import Model, tiny_add
+from benchmarks.peers import PeerFailed
+from benchmarks.peers.remote import PeerProcesses
 from benchmarks.processes import RedisServer, ServeProcess, redis_env
 from benchmarks.timing import timed, timed_result
 
 
-def _warm_up_peers() -> None:
-    """The first XLA compile of a process pays for initialisation that no later one does, in TF and in JAX;
-    the server processes are warmed the same way, by a tiny compile before the measured ones."""
+def _warm_up(peers: PeerProcesses) -> None:
+    """The first compile of a process pays for initialisation that no later one does (TF, JAX, the runtimes'
+    plugins); the server processes are warmed the same way, by a tiny compile before the measured ones."""
     tiny = tiny_add()
-    pruned = peers.tf_graph_function(tiny)
-    peers.tf_xla(pruned)(*tiny.inputs)
-    if peers.tf2jax is not None:
-        peers.tf2jax_jit(pruned, tiny)(*tiny.inputs)
+    for peer in peers.processes.values():
+        # A peer that cannot build even the tiny graph fails each model too, and the report says why there.
+        with contextlib.suppress(PeerFailed):
+            peer.build(peers.graph(tiny))
 
 
 def _xlacs_round(models: list[Model], directory: pathlib.Path, redis_server: RedisServer, l1_repeats: int,
@@ -32,6 +35,8 @@ def _xlacs_round(models: list[Model], directory: pathlib.Path, redis_server: Red
                 row = results[model.name]
                 compile_ms, executable = _timed_compile(client, model, "miss", row, "cold")
                 row["cold_first_result_ms"].append(compile_ms + timed(lambda: executable(*model.inputs)))
+                # What xlacs did to this graph; XLA flags join them once the daemon reports its choice.
+                row["cold_passes"] = [[p.name, p.nodes_before, p.nodes_after] for p in executable.passes]
                 for _ in range(l1_repeats):
                     _timed_compile(client, model, "l1", row, "l1")
         second = ServeProcess(directory, redis_env(redis_server))
@@ -56,35 +61,31 @@ def _timed_compile(client, model: Model, tier: str, row: dict, label: str):
     return ms, executable
 
 
-def _peer_round(models: list[Model], pruned: dict, results: dict, built: dict) -> None:
-    """TF XLA and tf2jax first calls, each peer built anew (a new function) so that it compiles again."""
+def _peer_round(models: list[Model], peers: PeerProcesses, results: dict) -> None:
+    """Every peer's first call on every model, each peer built anew so that it compiles again; the last
+    build stays in the peer's process for the execute step."""
     for model in models:
-        row = results[model.name]
-        for peer, build in (("tf_xla_first_ms", lambda: peers.tf_xla(pruned[model.name])),
-                            ("tf2jax_first_ms", lambda: peers.tf2jax_jit(pruned[model.name], model))):
-            if peer in row["errors"]:
+        row, graph = results[model.name], peers.graph(model)
+        for name, peer in peers.for_model(model).items():
+            if name in row["errors"]:
                 continue
             try:
-                ms, call, _ = peers.first_call_ms(build, model.inputs)
-            except peers.PeerFailed as e:
-                row["errors"][peer] = str(e)
-                continue
-            row[peer].append(ms)
-            built[model.name][peer] = call
+                row["peer_first_call_ms"].setdefault(name, []).append(peer.build(graph))
+            except PeerFailed as e:
+                row["errors"][name] = str(e)
 
 
-def measure(models: list[Model], directory: pathlib.Path, redis_server: RedisServer, rounds: int,
-            l1_repeats: int) -> tuple[dict, dict]:
-    """(results per model, the TF XLA and tf2jax peers of the last round per model, for the execute step)."""
-    _warm_up_peers()
-    pruned = {model.name: peers.tf_graph_function(model) for model in models}
+def measure(models: list[Model], peers: PeerProcesses, directory: pathlib.Path, redis_server: RedisServer,
+            rounds: int, l1_repeats: int) -> dict:
+    _warm_up(peers)
     results = {model.name: {"cold_ms": [], "cold_first_result_ms": [], "l1_ms": [], "l2_ms": [],
-                            "tf_xla_first_ms": [], "tf2jax_first_ms": [], "errors": {}} for model in models}
-    built = {model.name: {} for model in models}
+                            "peer_first_call_ms": {}, "errors": {}} for model in models}
     for _ in range(rounds):
         _xlacs_round(models, directory, redis_server, l1_repeats, results)
-        _peer_round(models, pruned, results, built)
+        _peer_round(models, peers, results)
     for row in results.values():
         row["median_ms"] = {k: statistics.median(v) for k, v in row.items()
                             if k.endswith("_ms") and isinstance(v, list) and v}
-    return results, built
+        row["peer_first_call_median_ms"] = {peer: statistics.median(v)
+                                            for peer, v in row["peer_first_call_ms"].items()}
+    return results

@@ -1,56 +1,51 @@
 """Execute latency, p50 and p99, of every peer on the same frozen graph and input, timed interleaved: xlacs
-over loopback gRPC, in-process JAX on the program xlacs compiled (and, for the models of the execute goals,
-on the program compiled without weight lifting), TF graph mode, TF XLA and tf2jax."""
+over loopback gRPC from this process, and each peer in its own process (benchmarks/peers), one at a time.
+Every peer's outputs are checked against TF graph mode's."""
 from __future__ import annotations
 
-import dataclasses
+import functools
 
-from benchmarks import peers
+import numpy as np
+
 from benchmarks.models import Model
-from benchmarks.timing import interleaved
-from xlacs_server.service import CompilationService
-
-XLACS, IN_PROCESS, TF_GRAPH, TF_XLA, TF2JAX = "xlacs", "in-process JAX", "TF graph mode", "TF XLA", "tf2jax"
-IN_PROCESS_EMBEDDED = "in-process JAX, weights embedded"
-PEERS = (XLACS, IN_PROCESS, TF_GRAPH, TF_XLA, TF2JAX, IN_PROCESS_EMBEDDED)
-# The models of the execute goals also run with weight lifting off: what lifting costs the program.
-EMBEDDED_FOR = ("MobileNetV2", "ResNet50")
+from benchmarks.peers import TF_GRAPH, XLACS, PeerFailed
+from benchmarks.peers.remote import PeerProcesses
+from benchmarks.timing import interleaved_turns, local
 
 
-def _calls(client, service: CompilationService, model: Model, built: dict, errors: dict) -> dict:
-    """Each peer's call, or its error in `errors`; TF XLA and tf2jax reuse those the compile step built."""
-    pruned = peers.tf_graph_function(model)
-    builders = {
-        XLACS: lambda: model.compile(client),
-        IN_PROCESS: lambda: peers.in_process_jax(service, model),
-        TF_GRAPH: lambda: peers.tf_graph(pruned),
-        TF_XLA: lambda: built.get("tf_xla_first_ms") or peers.tf_xla(pruned),
-        TF2JAX: lambda: built.get("tf2jax_first_ms") or peers.tf2jax_jit(pruned, model),
-    }
-    if model.name in EMBEDDED_FOR:
-        builders[IN_PROCESS_EMBEDDED] = lambda: peers.in_process_jax(
-            CompilationService(dataclasses.replace(service.settings, lift_threshold_bytes=0)), model)
-    calls = {}
-    for name, build in builders.items():
+def max_relative_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    """Largest |got - want| over the largest |want| (at least 1): the same program should give ~1e-6."""
+    errors = [float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))) /
+              max(1.0, float(np.max(np.abs(w)))) for g, w in zip(got, want, strict=True)]
+    return max(errors, default=0.0)
+
+
+def measure_model(client, peers: PeerProcesses, model: Model, seconds: float) -> dict:
+    """The peers reuse their last build of the model (the compile step's) or build it now."""
+    graph = peers.graph(model)
+    errors, running = {}, {}
+    for name, peer in peers.for_model(model).items():
         try:
-            _, calls[name], _ = peers.first_call_ms(build, model.inputs)
-        except peers.PeerFailed as e:
+            peer.ready(graph)
+            running[name] = peer
+        except PeerFailed as e:
             errors[name] = str(e)
-    return calls
-
-
-def measure_model(client, service: CompilationService, model: Model, built: dict, seconds: float) -> dict:
-    errors = {}
-    calls = _calls(client, service, model, built, errors)
-    if TF_GRAPH not in calls:
+    if TF_GRAPH not in running:
         raise RuntimeError(f"{model.name}: TF graph mode, the reference, failed: {errors[TF_GRAPH]}")
-    reference = calls[TF_GRAPH](*model.inputs)
-    error_vs_tf = {name: peers.max_relative_error(call(*model.inputs), reference) for name, call in calls.items()}
-    samples = interleaved({name: (lambda c=call: c(*model.inputs)) for name, call in calls.items()}, seconds)
+    executable = model.compile(client)
+    reference = running[TF_GRAPH].outputs(graph)
+    error_vs_tf = {XLACS: max_relative_error(executable(*model.inputs), reference)}
+    for name, peer in running.items():
+        try:
+            error_vs_tf[name] = max_relative_error(peer.outputs(graph), reference)
+        except PeerFailed as e:
+            errors[name] = str(e)
+    turns = {XLACS: local(lambda: executable(*model.inputs)),
+             **{name: functools.partial(peer.turn, graph) for name, peer in running.items() if name in error_vs_tf}}
+    samples = interleaved_turns(turns, seconds)
     return {"peers": {name: s.summary() for name, s in samples.items()}, "errors": errors,
             "max_relative_error_vs_tf_graph": error_vs_tf}
 
 
-def measure(client, service: CompilationService, models: list[Model], built: dict, seconds: float) -> dict:
-    return {model.name: measure_model(client, service, model, built.get(model.name, {}), seconds)
-            for model in models}
+def measure(client, peers: PeerProcesses, models: list[Model], seconds: float) -> dict:
+    return {model.name: measure_model(client, peers, model, seconds) for model in models}

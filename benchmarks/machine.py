@@ -7,7 +7,8 @@ import pathlib
 import platform
 import subprocess
 
-PACKAGES = ("jax", "jaxlib", "tensorflow-cpu", "tf2jax", "grpcio", "protobuf", "numpy", "xlacs")
+PACKAGES = ("jax", "jaxlib", "tensorflow-cpu", "tf2jax", "openvino", "onnxruntime", "tf2onnx", "onnx", "grpcio",
+            "protobuf", "numpy", "xlacs")
 
 
 def _cpu_model() -> str:

@@ -32,8 +32,9 @@ def _inputs(frozen: FrozenGraph, seed: int = 1) -> list[np.ndarray]:
     return [rng.uniform(-1, 1, shape).astype(dtype) for dtype, shape in frozen.feeds.values()]
 
 
-def _keras_application(name: str) -> Model:
-    frozen, _ = frozen_keras(name, (1, 224, 224, 3))
+def _keras_application(name: str, size: int = 224) -> Model:
+    """A Keras application at batch 1 and its default input size, frozen as tests/models freezes them."""
+    frozen, _ = frozen_keras(name, (1, size, size, 3))
     return Model(name, frozen, _inputs(frozen))
 
 
@@ -62,6 +63,9 @@ BUILDERS = {
     "MobileNetV2": functools.partial(_keras_application, "MobileNetV2"),
     "ResNet50": functools.partial(_keras_application, "ResNet50"),
     "EfficientNetB0": functools.partial(_keras_application, "EfficientNetB0"),
+    "DenseNet121": functools.partial(_keras_application, "DenseNet121"),
+    "InceptionV3": functools.partial(_keras_application, "InceptionV3", 299),
+    "ConvNeXtTiny": functools.partial(_keras_application, "ConvNeXtTiny"),
     "TransformerEncoder": _transformer_encoder,
     "LSTM": _lstm,
 }

@@ -3,7 +3,7 @@ measurement, what limits each missed goal (from the run's own profiles), and the
 from __future__ import annotations
 
 from benchmarks import goals
-from benchmarks.execute_latency import PEERS, XLACS
+from benchmarks.peers import IN_PROCESS, IN_PROCESS_EMBEDDED, ONLY_FOR, PEERS, RUNTIMES, TF_GRAPH, TF_XLA, XLACS
 from benchmarks.machine import as_markdown
 from benchmarks.models import MB
 from benchmarks.transport import RAW
@@ -31,58 +31,93 @@ def _goals(results: dict) -> list[str]:
 
 
 def _compile(results: dict) -> list[str]:
-    rows, failures = [], []
+    rows = []
     for name, row in results["compile"].items():
         med, info = row["median_ms"], results["models"][name]
-        cold = med.get("cold_first_result_ms")
+        cold, tf_xla = med.get("cold_first_result_ms"), row["peer_first_call_median_ms"].get(TF_XLA)
         rows.append([name, str(info["nodes"]), f"{info['graph_bytes'] / MB:.1f}", _ms(med.get("cold_ms")),
                      _ms(cold), _ms(med.get("l1_ms")), _ms(med.get("l2_ms")),
-                     f"{100 * med['l2_ms'] / med['cold_ms']:.1f}%", _ms(med.get("tf_xla_first_ms")),
-                     _ms(med.get("tf2jax_first_ms")), _ratio(cold, med.get("tf_xla_first_ms")),
-                     _ratio(cold, med.get("tf2jax_first_ms"))])
-        failures += [f"- {name}, {peer.removesuffix('_first_ms')}: {e}" for peer, e in row["errors"].items()]
+                     f"{100 * med['l2_ms'] / med['cold_ms']:.1f}%", _ms(tf_xla), _ratio(cold, tf_xla)])
     stage_rows = [[name, tier, *(_ms(row.get(f"{tier}_stage_ms", {}).get(s)) for s in goals.STAGES)]
                   for name, row in results["compile"].items() for tier in ("cold", "l1", "l2")]
     rounds = results["budget"]["compile_rounds"]
     return ["## Compile latency (ms)", "",
             f"Medians of {rounds} round(s). Each round starts a fresh `xlacs serve` on an emptied Redis (its "
             "first Compile of a model is cold, the next ones L1 hits), then a second fresh `xlacs serve` on the "
-            "same Redis (L2 hits), and builds a new `tf.function(jit_compile=True)` and a new tf2jax + `jax.jit` "
-            "function per model, so that they compile again. Every process is warmed by a tiny compile first. "
-            "Times are wall time at the caller; the xlacs times include sending the GraphDef over loopback. "
-            "*Cold + first result* adds the first Execute, as the peers' first call includes their first run.",
+            "same Redis (L2 hits), then builds every peer anew in its process (a new "
+            "`tf.function(jit_compile=True)`, a new tf2jax + `jax.jit` function, a new OpenVINO compiled model, "
+            "a new tf2onnx conversion and ONNX Runtime session, ...), so that each compiles again. Every process "
+            "is warmed by a tiny compile first. Times are wall time at the caller; the xlacs times include "
+            "sending the GraphDef over loopback. *Cold + first result* adds the first Execute, as a peer's first "
+            "call includes its first run.",
             "", *_table(["Model", "nodes", "GraphDef MB", "cold Compile", "cold + first result", "L1 hit",
-                         "L2 hit", "L2 / cold", "TF XLA first call", "tf2jax first call",
-                         "cold + first / TF XLA", "cold + first / tf2jax"], rows),
-            *(["Peers that could not compile a model:", "", *failures, ""] if failures else []),
+                         "L2 hit", "L2 / cold", "TF XLA first call", "cold + first / TF XLA"], rows),
             "Server-side stages of the last round (ms; `load` is the Redis read and deserialization):", "",
-            *_table(["Model", "tier", *goals.STAGES], stage_rows, align_first=2)]
+            *_table(["Model", "tier", *goals.STAGES], stage_rows, align_first=2), *_first_calls(results)]
+
+
+def _first_calls(results: dict) -> list[str]:
+    rows, failures = [], []
+    for name, row in results["compile"].items():
+        first = row["peer_first_call_median_ms"]
+        rows.append([name, _ms(row["median_ms"].get("cold_first_result_ms")),
+                     *(_ms(first[peer]) if peer in first else "failed" if peer in row["errors"] else "—"
+                       for peer in PEERS[1:])])
+        failures += [f"- {name}, {peer}: {e}" for peer, e in row["errors"].items()]
+    return ["### First call: build + first result (ms)", "",
+            "Each peer's process is given the frozen GraphDef and builds from it what its user would (TF imports "
+            "it, OpenVINO's TensorFlow frontend reads the file, ONNX Runtime runs tf2onnx's conversion, xlacs "
+            "compiles it cold), then returns its first result; medians of the rounds.", "",
+            *_table(["Model", "xlacs (cold + first result)", *PEERS[1:]], rows),
+            *(["Peers that could not build a model:", "", *failures, ""] if failures else [])]
+
+
+def _rewrites(row: dict) -> str:
+    """The passes that changed the graph on its cold compile, with its node counts."""
+    changed = [f"{name} {before}→{after}" for name, before, after in row["cold_passes"] if before != after]
+    return ", ".join(changed) or "none"
 
 
 def _execute(results: dict) -> list[str]:
-    rows, failures = [], []
+    rows, ratio_rows, error_rows, failures = [], [], [], []
     for name, row in results["execute"].items():
         p = row["peers"]
-        x = p[XLACS]["p50_ms"]
         rows.append([name, *(f"{_ms(p[peer]['p50_ms'])} / {_ms(p[peer]['p99_ms'])}" if peer in p else
-                             "failed" if peer in row["errors"] else "—" for peer in PEERS),
-                     *(_ratio(x, p[peer]["p50_ms"]) if peer in p else "—" for peer in PEERS[1:])])
+                             "failed" if peer in row["errors"] else "—" for peer in PEERS)])
+        x = p[XLACS]["p50_ms"]
+        best = goals.fastest(results, name, RUNTIMES)
+        compiled = results["compile"][name]
+        ratio_rows.append([name, *(_ratio(x, p[peer]["p50_ms"]) if peer in p else "—"
+                                   for peer in (TF_GRAPH, TF_XLA, IN_PROCESS)),
+                           "—" if best is None else f"{_ratio(x, best[1])} ({best[0]})",
+                           _ratio(compiled["median_ms"].get("cold_first_result_ms"),
+                                  compiled["peer_first_call_median_ms"].get(TF_XLA)), _rewrites(compiled)])
+        errors = row["max_relative_error_vs_tf_graph"]
+        error_rows.append([name, *(f"{errors[peer]:.0e}" if peer in errors else "—" for peer in PEERS)])
         failures += [f"- {name}, {peer}: {e}" for peer, e in row["errors"].items()]
-    errors = [f"{name}: " + ", ".join(f"{peer} {e:.0e}" for peer, e in row["max_relative_error_vs_tf_graph"].items())
-              for name, row in results["execute"].items()]
     seconds = results["budget"]["execute_s"]
     return ["## Execute latency (ms, p50 / p99)", "",
             f"Batch 1, numpy in and numpy out for every peer. The peers are timed interleaved, {seconds:g} s each "
-            "per model in 5 turns, so that load from elsewhere lands on all of them. xlacs is a separate "
-            "`xlacs serve` process over loopback gRPC; *in-process JAX* calls the very program xlacs compiled "
-            "(same passes, lowering and PJRT options) in the benchmark's process, so *xlacs / in-process JAX* is "
-            "the service overhead; for the models of the execute goals, *weights embedded* is the same graph "
-            "compiled with `lift_threshold_bytes=0`, every weight a constant of the program. Ratios are of "
-            "p50s; below 1 xlacs is faster.", "",
-            *_table(["Model", *PEERS, *(f"xlacs / {peer}" for peer in PEERS[1:])], rows),
+            "per model in 5 turns taken in rotation, one peer running at a time, so that load from elsewhere "
+            "lands on all of them. xlacs is a separate `xlacs serve` process called over loopback gRPC from the "
+            "benchmark's process; every other peer runs in a process of its own on the same GraphDef and input "
+            "files and times its own calls. *In-process JAX* calls the very program xlacs compiled (same passes, "
+            "lowering and PJRT options), so *xlacs / in-process JAX* is the service overhead; for the models of "
+            f"{', '.join(ONLY_FOR[IN_PROCESS_EMBEDDED])}, *weights embedded* is the same graph compiled with "
+            "`lift_threshold_bytes=0`, every weight a constant of the program. OpenVINO runs with f32 inference "
+            "precision. Every peer keeps its engine's default threading, which uses the machine's cores: TensorFlow's "
+            "intra- and inter-op pools and XLA:CPU's pool have a thread per core, OpenVINO's LATENCY hint runs one "
+            "stream on the physical cores, ONNX Runtime's intra-op pool has a thread per physical core.", "",
+            *_table(["Model", *PEERS], rows),
             *(["Peers that could not run a model:", "", *failures, ""] if failures else []),
-            "Largest difference from TF graph mode's outputs, relative to the output's scale: " +
-            "; ".join(errors) + ".", ""]
+            "Ratios of p50s (below 1 xlacs is faster), the cold compile against TF XLA's first call, and what "
+            "xlacs chose for the graph: the passes that changed it on its cold compile, with the node counts "
+            "(XLA flags will show here once the daemon reports them):", "",
+            *_table(["Model", *(f"xlacs / {peer}" for peer in (TF_GRAPH, TF_XLA, IN_PROCESS)),
+                     "xlacs / best of OpenVINO and ONNX Runtime", "cold + first / TF XLA first call",
+                     "passes that changed the graph"], ratio_rows),
+            "Largest difference from TF graph mode's outputs, relative to the output's scale:", "",
+            *_table(["Model", *PEERS], error_rows)]
 
 
 def _tiny(results: dict) -> list[str]:
@@ -91,7 +126,7 @@ def _tiny(results: dict) -> list[str]:
     return ["## Tiny round trip (µs)", "",
             "One Add on two inputs of 4 float32, Execute over loopback gRPC, beside an empty unary RPC on the "
             "same channel (the standard health Check: what gRPC Python costs before xlacs does anything) and "
-            "the same program called in-process.", "",
+            "the same program called in-process (in the process of the in-process JAX peer).", "",
             *_table(["Path", "p50", "p99", "calls"], rows)]
 
 
@@ -176,7 +211,8 @@ def _profiles(results: dict) -> list[str]:
 
 def render(results: dict) -> str:
     models = ", ".join(results["compile"])
-    lines = ["# Benchmarks: xlacs side by side with TensorFlow, tf2jax and in-process JAX", "",
+    lines = ["# Benchmarks: xlacs side by side with TensorFlow, tf2jax, OpenVINO, ONNX Runtime and in-process JAX",
+             "",
              f"Written by `{goals.COMMAND}` ({results['mode']} mode), all figures from one run "
              f"({results['started']} to {results['finished']}) on one machine: "
              f"{as_markdown(results['machine'])} Raw numbers: `docs/benchmarks.json`.", "",

@@ -1,5 +1,6 @@
-"""The side-by-side benchmark suite, in one run: xlacs against TensorFlow (graph mode and XLA), tf2jax and
-in-process JAX, on the same frozen graphs and inputs. Writes docs/benchmarks.md and docs/benchmarks.json.
+"""The side-by-side benchmark suite, in one run: xlacs against TensorFlow (graph mode and XLA), tf2jax,
+OpenVINO, ONNX Runtime and in-process JAX, each peer in its own process, on the same frozen graphs and inputs.
+Writes docs/benchmarks.md and docs/benchmarks.json.
 
     .venv/bin/python -m benchmarks.run [--quick] [--models MobileNetV2,LSTM] [--out DIR]
 """
@@ -18,10 +19,9 @@ import time  # noqa: E402
 
 from benchmarks import (compile_latency, execute_latency, machine, models, profiles, report, scaling,  # noqa: E402
                         throughput, transport)
+from benchmarks.peers.remote import PeerProcesses  # noqa: E402
 from benchmarks.processes import RedisServer, ServeProcess, redis_env  # noqa: E402
 from benchmarks.raw_grpc import RawGrpc  # noqa: E402
-from xlacs_server.config import Settings  # noqa: E402
-from xlacs_server.service import CompilationService  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 THROUGHPUT_MODEL = "TransformerEncoder"
@@ -29,7 +29,7 @@ THROUGHPUT_MODEL = "TransformerEncoder"
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    compile_rounds: int  # fresh server pairs (cold + L1, then L2) and fresh TF XLA / tf2jax functions
+    compile_rounds: int  # fresh server pairs (cold + L1, then L2) and every peer built anew
     l1_repeats: int
     execute_s: float  # per peer and model
     tiny_s: float  # per path
@@ -92,31 +92,25 @@ def _transfer(client, env: dict, sizes_mb: list[int], seconds: float) -> dict:
         raw.stop()
 
 
-def run(mode: str, names: list[str], out_dir: pathlib.Path) -> dict:
-    budget = MODES[mode]
-    directory = pathlib.Path(tempfile.mkdtemp(prefix="xlacs-bench-"))
-    print(f"logs and profiles in {directory}", flush=True)
-    results = {"mode": mode, "budget": dataclasses.asdict(budget), "machine": machine.describe(ROOT),
-               "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-    _step("freezing the models")
-    suite = models.build(names)
+def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerProcesses, directory: pathlib.Path,
+                        budget: Budget) -> None:
+    """Every measurement from compile latency to the profiles, while the peer processes run (idle but for
+    their turns)."""
     by_name = {m.name: m for m in suite}
-    results["models"] = {m.name: {"nodes": models.node_count(m.frozen), "graph_bytes": len(m.frozen.graph_def),
-                                  "inputs": [list(a.shape) for a in m.inputs], "small": m.small} for m in suite}
     redis_server = RedisServer(directory)
     try:
         _step("compile latency")
-        results["compile"], built = compile_latency.measure(suite, directory, redis_server, budget.compile_rounds,
-                                                            budget.l1_repeats)
+        results["compile"] = compile_latency.measure(suite, peers, directory, redis_server, budget.compile_rounds,
+                                                     budget.l1_repeats)
         server = ServeProcess(directory, redis_env(redis_server))
         try:
             server.warm_up(models.tiny_add())
-            service = CompilationService(Settings(cache_dir=""))
             with server.client() as client:
                 _step("execute latency")
-                results["execute"] = execute_latency.measure(client, service, suite, built, budget.execute_s)
+                results["execute"] = execute_latency.measure(client, peers, suite, budget.execute_s)
                 _step("tiny round trip")
-                results["tiny"] = transport.tiny_round_trip(client, service, budget.tiny_s)
+                results["tiny"] = transport.tiny_round_trip(client, peers, budget.tiny_s)
+                peers.stop()  # the peers' last use: what follows measures the daemon alone
                 _step("tensor transfer")
                 results["transfer"] = _transfer(client, {}, list(budget.transfer_mb), budget.transfer_s)
                 results["copy_rates"] = transport.copy_rates(64 * models.MB)
@@ -130,6 +124,21 @@ def run(mode: str, names: list[str], out_dir: pathlib.Path) -> dict:
             server.stop()
     finally:
         redis_server.stop()
+
+
+def run(mode: str, names: list[str], out_dir: pathlib.Path) -> dict:
+    budget = MODES[mode]
+    directory = pathlib.Path(tempfile.mkdtemp(prefix="xlacs-bench-"))
+    print(f"logs and profiles in {directory}", flush=True)
+    results = {"mode": mode, "budget": dataclasses.asdict(budget), "machine": machine.describe(ROOT),
+               "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    _step("starting the peers and freezing the models")
+    with PeerProcesses(directory) as peers:
+        suite = models.build(names)
+        results["models"] = {m.name: {"nodes": models.node_count(m.frozen), "graph_bytes": len(m.frozen.graph_def),
+                                      "inputs": [list(a.shape) for a in m.inputs], "small": m.small}
+                             for m in suite}
+        _measure_with_peers(results, suite, peers, directory, budget)
     _step("tensor transfer, glibc heap only")
     tuned = ServeProcess(directory, transport.HEAP_ONLY_ENV)
     try:

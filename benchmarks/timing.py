@@ -1,5 +1,6 @@
 """Timing on a noisy machine: percentiles of per-call samples, and peers timed interleaved so that noise
-falls on all of them alike."""
+falls on all of them alike. A peer takes its turns through a `Turn`: in this process (`local`) or in its own
+process (benchmarks/peers/remote.py), which times its calls with `calls_for` as well."""
 from __future__ import annotations
 
 import dataclasses
@@ -40,28 +41,39 @@ def timed_result(fn: Callable[[], T]) -> tuple[float, T]:
     return (time.perf_counter() - start) * 1e3, result
 
 
-def repeat(fn: Callable[[], object], seconds: float, min_calls: int = 5, max_calls: int = 1_000_000) -> Samples:
-    """Calls `fn` for about `seconds` (at least `min_calls`, at most `max_calls` times), after one warm-up."""
-    fn()
+# (seconds, min_calls) -> the milliseconds of each call made: at least min_calls, and until `seconds` have passed.
+Turn = Callable[[float, int], list[float]]
+
+
+def calls_for(fn: Callable[[], object], seconds: float, min_calls: int) -> list[float]:
+    """Milliseconds of each call of `fn`, called at least `min_calls` times and until `seconds` have passed."""
     ms = []
     deadline = time.perf_counter() + seconds
-    while len(ms) < max_calls and (len(ms) < min_calls or time.perf_counter() < deadline):
+    while len(ms) < min_calls or time.perf_counter() < deadline:
         ms.append(timed(fn))
-    return Samples(ms)
+    return ms
+
+
+def local(fn: Callable[[], object]) -> Turn:
+    """The turns of a peer called in this process."""
+    return lambda seconds, min_calls: calls_for(fn, seconds, min_calls)
+
+
+def interleaved_turns(turns: dict[str, Turn], seconds: float, rounds: int = 5,
+                      min_calls: int = 5) -> dict[str, Samples]:
+    """Each peer gets `seconds` in all, in `rounds` turns taken in rotation after one warm-up call each, so
+    that a burst of load from elsewhere on the machine lands on every peer rather than on one. One peer runs
+    at a time: a turn returns when its calls are done."""
+    for turn in turns.values():
+        turn(0, 1)
+    samples = {name: [] for name in turns}
+    for _ in range(rounds):
+        for name, turn in turns.items():
+            samples[name] += turn(seconds / rounds, -(-min_calls // rounds))
+    return {name: Samples(ms) for name, ms in samples.items()}
 
 
 def interleaved(fns: dict[str, Callable[[], object]], seconds: float, rounds: int = 5,
                 min_calls: int = 5) -> dict[str, Samples]:
-    """Each peer gets `seconds` in all, in `rounds` turns taken in rotation after one warm-up call each, so
-    that a burst of load from elsewhere on the machine lands on every peer rather than on one."""
-    for fn in fns.values():
-        fn()
-    samples = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            deadline = time.perf_counter() + seconds / rounds
-            calls = 0
-            while calls < -(-min_calls // rounds) or time.perf_counter() < deadline:
-                samples[name].append(timed(fn))
-                calls += 1
-    return {name: Samples(ms) for name, ms in samples.items()}
+    """`interleaved_turns` of peers that are all called in this process."""
+    return interleaved_turns({name: local(fn) for name, fn in fns.items()}, seconds, rounds, min_calls)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from benchmarks import models, peers
-from benchmarks.execute_latency import XLACS
+from benchmarks import models
+from benchmarks.peers import IN_PROCESS, XLACS
+from benchmarks.peers.remote import PeerProcesses
 from benchmarks.raw_grpc import RawGrpc
-from benchmarks.timing import interleaved, timed
-from xlacs_server.service import CompilationService
+from benchmarks.timing import interleaved, interleaved_turns, local, timed
 
 TINY_XLACS, TINY_HEALTH, TINY_JAX = "xlacs Execute", "gRPC health Check (floor)", "in-process JAX"
 RAW = "raw gRPC bytes"
@@ -22,17 +23,19 @@ HEAP_ONLY_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 62)
 _M_TRIM_THRESHOLD, _M_MMAP_MAX, _DEFAULT_MMAP_MAX, _DEFAULT_TRIM = -1, -4, 65536, 128 * 1024
 
 
-def tiny_round_trip(client, service: CompilationService, seconds: float) -> dict:
+def tiny_round_trip(client, peers: PeerProcesses, seconds: float) -> dict:
     """p50/p99 of Execute on the tiny Add, beside an empty unary RPC on the same channel (what gRPC Python
-    costs before xlacs does anything) and the same program called in-process."""
+    costs before xlacs does anything) and the same program called in-process (in the in-process JAX peer's
+    process)."""
     tiny = models.tiny_add()
     executable = tiny.compile(client)
-    in_process = peers.in_process_jax(service, tiny)
+    graph, in_process = peers.graph(tiny), peers.processes[IN_PROCESS]
+    in_process.ready(graph)
     health = health_pb2_grpc.HealthStub(client.channel)
     request = health_pb2.HealthCheckRequest(service="")
-    samples = interleaved({TINY_XLACS: lambda: executable(*tiny.inputs),
-                           TINY_HEALTH: lambda: health.Check(request, timeout=10),
-                           TINY_JAX: lambda: in_process(*tiny.inputs)}, seconds)
+    samples = interleaved_turns({TINY_XLACS: local(lambda: executable(*tiny.inputs)),
+                                 TINY_HEALTH: local(lambda: health.Check(request, timeout=10)),
+                                 TINY_JAX: functools.partial(in_process.turn, graph)}, seconds)
     return {name: s.summary() for name, s in samples.items()}
 
 

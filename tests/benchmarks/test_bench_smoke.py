@@ -1,33 +1,66 @@
 """The benchmark suite's smallest measurements, run for a fraction of a second each against the session's
-daemon: they run, the peers agree on the outputs, and the report renders what they measured."""
+daemon: the peers run in their own processes, agree on the outputs, and the report renders what they
+measured. OpenVINO and ONNX Runtime are in the test extra: a missing one fails here."""
+import os
+
 import numpy as np
 import pytest
 
-from benchmarks import execute_latency, goals, models, profiles, report, transport
+from benchmarks import compile_latency, execute_latency, goals, models, peers, profiles, report, transport
+from benchmarks.peers.remote import PeerProcesses
 from benchmarks.raw_grpc import RawGrpc
-from xlacs_server.config import Settings
-from xlacs_server.service import CompilationService
+from xlacs.freeze import FrozenGraph
+
+# The peers whose packages the tests install (tf2jax and TF XLA run in scripts/bench; each peer process imports
+# its engine, so fewer processes keep this test quick).
+SMOKE_PEERS = (peers.TF_GRAPH, peers.OPENVINO, peers.ONNX_RUNTIME, peers.IN_PROCESS)
 
 
 @pytest.fixture(scope="module")
-def service():
-    return CompilationService(Settings(cache_dir=""))
+def peer_processes(tmp_path_factory):
+    with PeerProcesses(tmp_path_factory.mktemp("peers"), SMOKE_PEERS) as processes:
+        yield processes
 
 
-def test_every_peer_runs_the_tiny_add_and_agrees_with_tf_graph_mode(client, service):
+def test_peers_run_the_tiny_add_in_their_own_processes_and_agree_with_tf_graph_mode(client, peer_processes):
+    pids = {p.process.pid for p in peer_processes.processes.values()}
+    assert len(pids) == len(SMOKE_PEERS) and os.getpid() not in pids
     tiny = models.tiny_add()
-    row = execute_latency.measure_model(client, service, tiny, built={}, seconds=0.2)
-    measured = set(row["peers"]) | set(row["errors"])
-    assert measured == set(execute_latency.PEERS) - {execute_latency.IN_PROCESS_EMBEDDED}
-    assert {execute_latency.XLACS, execute_latency.IN_PROCESS, execute_latency.TF_GRAPH} <= set(row["peers"])
+    row = execute_latency.measure_model(client, peer_processes, tiny, seconds=0.2)
+    assert row["errors"] == {}
+    assert set(row["peers"]) == {peers.XLACS, *SMOKE_PEERS}
+    assert set(row["max_relative_error_vs_tf_graph"]) == {peers.XLACS, *SMOKE_PEERS}
     for peer, error in row["max_relative_error_vs_tf_graph"].items():
         assert error < 1e-6, f"{peer} differs from TF graph mode by {error}"
     for summary in row["peers"].values():
         assert summary["n"] >= 5 and 0 < summary["p50_ms"] <= summary["p99_ms"]
 
 
-def test_tiny_round_trip_and_transfer_render_as_goals(client, service):
-    results = {"tiny": transport.tiny_round_trip(client, service, seconds=0.3)}
+def test_a_peer_that_cannot_build_a_graph_says_why_and_the_others_go_on(client, peer_processes):
+    """TF graph mode refuses a GraphDef whose fetch names no node; the report gets the reason, not a number."""
+    tiny = models.tiny_add()
+    broken = models.Model("Add, broken fetch", FrozenGraph(tiny.frozen.graph_def, tiny.frozen.feeds,
+                                                                  ["no_such_node:0"]), tiny.inputs)
+    graph = peer_processes.graph(broken)
+    with pytest.raises(peers.PeerFailed, match="no_such_node"):
+        peer_processes.processes[peers.TF_GRAPH].build(graph)
+    with pytest.raises(peers.PeerFailed, match="no_such_node"):
+        peer_processes.processes[peers.TF_GRAPH].ready(graph)
+    assert peer_processes.processes[peers.TF_GRAPH].build(peer_processes.graph(tiny)) > 0
+
+
+def test_first_calls_of_every_peer_are_recorded_per_round(peer_processes):
+    tiny = models.tiny_add()
+    results = {tiny.name: {"peer_first_call_ms": {}, "errors": {}}}
+    compile_latency._peer_round([tiny], peer_processes, results)
+    compile_latency._peer_round([tiny], peer_processes, results)
+    assert results[tiny.name]["errors"] == {}
+    assert {peer: len(ms) for peer, ms in results[tiny.name]["peer_first_call_ms"].items()} == {
+        peer: 2 for peer in SMOKE_PEERS}
+
+
+def test_tiny_round_trip_and_transfer_render_as_goals(client, peer_processes):
+    results = {"tiny": transport.tiny_round_trip(client, peer_processes, seconds=0.3)}
     raw = RawGrpc()
     try:
         results["transfer"] = transport.transfer(client, raw, [1], seconds=0.2)
@@ -38,10 +71,49 @@ def test_tiny_round_trip_and_transfer_render_as_goals(client, service):
         assert peers[transport.RAW]["gb_per_s"] > 0 and peers[execute_latency.XLACS]["gb_per_s"] > 0
     by_key = {g.key: g for g in goals.evaluate(results)}
     assert by_key["tiny"].value == pytest.approx(results["tiny"][transport.TINY_XLACS]["p50_ms"] * 1e3)
-    assert by_key["mobilenet"].passed is None and by_key["mobilenet"].verdict == "not measured"
+    assert by_key["tf_graph"].passed is None and by_key["tf_graph"].verdict == "not measured"
     lines = report._tiny(results)
     assert any(line.startswith(f"| {transport.TINY_XLACS} |") for line in lines)
     assert any(line.startswith("| input 1 MB |") for line in report._transfer_table(results["transfer"]))
+
+
+def _execute_row(p50: dict) -> dict:
+    return {"peers": {peer: {"p50_ms": ms, "p99_ms": ms} for peer, ms in p50.items()}, "errors": {},
+            "max_relative_error_vs_tf_graph": {peer: 1e-6 for peer in p50}}
+
+
+def test_issue_15_goals_take_the_worst_model_the_faster_runtime_and_name_what_was_not_measured():
+    results = {"execute": {
+        "ResNet50": _execute_row({peers.XLACS: 30, peers.TF_GRAPH: 24, peers.OPENVINO: 17, peers.ONNX_RUNTIME: 19}),
+        "DenseNet121": _execute_row({peers.XLACS: 36, peers.TF_GRAPH: 30, peers.OPENVINO: 20,
+                                     peers.ONNX_RUNTIME: 18})},
+        "compile": {"InceptionV3": {"median_ms": {"cold_ms": 5000, "cold_first_result_ms": 5100, "l2_ms": 50},
+                                    "peer_first_call_median_ms": {peers.TF_XLA: 6000}}}}
+    by_key = {g.key: g for g in goals.evaluate(results)}
+    tf_graph, runtimes = by_key["tf_graph"], by_key["runtimes"]
+    assert (tf_graph.subject, tf_graph.value, tf_graph.passed) == ("ResNet50", 30 / 24, False)
+    assert tf_graph.measured.endswith("not measured: MobileNetV2, EfficientNetB0, InceptionV3")
+    assert (runtimes.subject, runtimes.value, runtimes.passed) == ("DenseNet121", 2.0, False)
+    assert "against ONNX Runtime 18.0 ms" in runtimes.measured and runtimes.measured.endswith(
+        "not measured: InceptionV3")
+    assert (by_key["inception_cold"].value, by_key["inception_cold"].passed) == (5.0, False)
+    assert (by_key["cold"].subject, by_key["cold"].value, by_key["cold"].passed) == ("InceptionV3", 5100 / 6000, True)
+
+
+def test_execute_report_has_every_peer_the_ratios_and_the_passes_that_changed_the_graph():
+    row = _execute_row({peers.XLACS: 30, peers.TF_GRAPH: 24, peers.TF_XLA: 40, peers.OPENVINO: 17,
+                        peers.ONNX_RUNTIME: 15, peers.IN_PROCESS: 29})
+    row["errors"] = {peers.TF2JAX: "AttributeError: no setter"}
+    results = {"budget": {"execute_s": 1}, "execute": {"ResNet50": row},
+               "compile": {"ResNet50": {"median_ms": {"cold_first_result_ms": 2000},
+                                        "peer_first_call_median_ms": {peers.TF_XLA: 4000},
+                                        "cold_passes": [["prune", 10, 10], ["constant_folding", 10, 7]]}}}
+    lines = report._execute(results)
+    latency = next(line for line in lines if line.startswith("| ResNet50 | 30.0 / 30.0 |"))
+    assert latency.count("|") == len(peers.PEERS) + 2 and "| failed |" in latency
+    ratios = next(line for line in lines if line.startswith("| ResNet50 | 1.25× |"))
+    assert "| 2.00× (ONNX Runtime) | 0.50× | constant_folding 10→7 |" in ratios
+    assert "- ResNet50, tf2jax: AttributeError: no setter" in lines
 
 
 def test_goal_verdicts_say_by_how_much():

@@ -1,0 +1,159 @@
+"""The benchmark's side of the peer processes: each peer of benchmarks/peers runs as
+`python -m benchmarks.peers.worker PEER`, with its log in the run's directory, and answers one command at a
+time, so that only the peer whose turn it is runs. All of them start at once (their imports overlap) and stop
+together."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import select
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from benchmarks.peers import BUILDERS, PeerFailed, runs
+from benchmarks.peers.files import GraphFiles, write_graph_files
+
+if TYPE_CHECKING:
+    from benchmarks.models import Model
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# A build compiles a whole graph (XLA, tf2onnx, OpenVINO) on a possibly busy machine: past this it is stuck.
+BUILD_TIMEOUT_S = 1800
+# What a turn may take beyond its own seconds (a slow peer's minimum calls) before it counts as stuck.
+TURN_MARGIN_S = 600
+STOP_TIMEOUT_S = 30
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+class PeerProcess:
+    """One peer's process. A build that fails is remembered per graph: `ready` raises its reason again."""
+
+    def __init__(self, peer: str, directory: pathlib.Path):
+        self.peer = peer
+        self.directory = directory
+        self.log = directory / f"peer-{_slug(peer)}.log"
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.peers.worker", peer], cwd=ROOT, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        self.built: set[pathlib.Path] = set()
+        self.failures: dict[pathlib.Path, str] = {}
+
+    def _exited(self) -> str:
+        lines = [line for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
+        return (f"the {self.peer} process exited with status {self.process.poll()}"
+                + (f": {lines[-1][:300]}" if lines else "") + f" (log: {self.log})")
+
+    def _request(self, timeout_s: float, **command) -> dict:
+        try:
+            self.process.stdin.write(json.dumps(command) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+            raise PeerFailed(self._exited()) from None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)
+        if not ready:
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+            raise PeerFailed(f"{self.peer} did not answer {command['op']!r} within {timeout_s:.0f} s and was "
+                             f"stopped (log: {self.log})")
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+            raise PeerFailed(self._exited())
+        reply = json.loads(line)
+        if "error" in reply:
+            raise PeerFailed(reply["error"])
+        return reply
+
+    def build(self, graph: GraphFiles) -> float:
+        """Builds the peer anew for `graph`: milliseconds to build it and get its first result."""
+        self.built.discard(graph.directory)
+        try:
+            ms = self._request(BUILD_TIMEOUT_S, op="build", graph=str(graph.directory))["first_call_ms"]
+        except PeerFailed as e:
+            self.failures[graph.directory] = str(e)
+            raise
+        self.failures.pop(graph.directory, None)
+        self.built.add(graph.directory)
+        return ms
+
+    def ready(self, graph: GraphFiles) -> None:
+        """Builds the peer for `graph` unless it is built; raises PeerFailed if its last build failed."""
+        if graph.directory in self.failures:
+            raise PeerFailed(self.failures[graph.directory])
+        if graph.directory not in self.built:
+            self.build(graph)
+
+    def turn(self, graph: GraphFiles, seconds: float, min_calls: int) -> list[float]:
+        """One turn of benchmarks/timing.py: milliseconds of each call, timed in the peer's process."""
+        return self._request(seconds + TURN_MARGIN_S, op="time", graph=str(graph.directory), seconds=seconds,
+                             min_calls=min_calls)["ms"]
+
+    def outputs(self, graph: GraphFiles) -> list[np.ndarray]:
+        out = self.directory / "outputs" / _slug(self.peer) / graph.directory.name
+        paths = self._request(TURN_MARGIN_S, op="outputs", graph=str(graph.directory), out=str(out))["outputs"]
+        return [np.load(path) for path in paths]
+
+    def close(self) -> None:
+        """Closes its stdin, which ends the worker."""
+        self.process.stdin.close()
+
+    def stop(self) -> None:
+        """Ends the worker; kills it if it does not end."""
+        self.close()
+        try:
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+
+
+class PeerProcesses:
+    """A process for each of `peers`, and the graphs they were given, under `directory`."""
+
+    def __init__(self, directory: pathlib.Path, peers: tuple[str, ...] = tuple(BUILDERS)):
+        self.directory = directory
+        self._graphs: dict[str, GraphFiles] = {}
+        self.processes: dict[str, PeerProcess] = {}
+        try:
+            for peer in peers:
+                self.processes[peer] = PeerProcess(peer, directory)
+        except BaseException:
+            self.stop()
+            raise
+
+    def graph(self, model: "Model") -> GraphFiles:
+        """The model's graph files, written the first time they are asked for."""
+        if model.name not in self._graphs:
+            frozen = model.frozen
+            self._graphs[model.name] = write_graph_files(
+                self.directory / "graphs" / _slug(model.name), frozen.graph_def, frozen.feeds, frozen.fetches,
+                model.inputs)
+        return self._graphs[model.name]
+
+    def for_model(self, model: "Model") -> dict[str, PeerProcess]:
+        """The peers that run `model`, in the report's order."""
+        return {peer: process for peer, process in self.processes.items() if runs(peer, model.name)}
+
+    def stop(self) -> None:
+        """Every worker at once (they end side by side), then waits for each."""
+        for process in self.processes.values():
+            process.close()
+        for process in self.processes.values():
+            process.stop()
+
+    def __enter__(self) -> "PeerProcesses":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
