@@ -8,7 +8,7 @@ from benchmarks.peers import IN_PROCESS, IN_PROCESS_EMBEDDED, RUNTIMES, TF2JAX, 
 from benchmarks.transport import RAW, TINY_HEALTH, TINY_JAX, TINY_XLACS
 
 COMMAND = "scripts/bench"
-STAGES = ("parse", "key", "load", "passes", "lower", "compile", "store", "bind")
+STAGES = ("parse", "key", "load", "passes", "lower", "compile", "store", "bind", "prepare")
 NOISE = 0.1
 # Issue 15: the models xlacs must run no slower than TF graph mode, and within 1.5x of the best CPU runtime.
 TF_GRAPH_MODELS = ("MobileNetV2", "ResNet50", "EfficientNetB0", "DenseNet121", "InceptionV3")

@@ -52,7 +52,8 @@ def _compile(results: dict) -> list[str]:
             "call includes its first run.",
             "", *_table(["Model", "nodes", "GraphDef MB", "cold Compile", "cold + first result", "L1 hit",
                          "L2 hit", "L2 / cold", "TF XLA first call", "cold + first / TF XLA"], rows),
-            "Server-side stages of the last round (ms; `load` is the Redis read and deserialization):", "",
+            "Server-side stages of the last round (ms; `load` is the Redis read and deserialization, `prepare` "
+            "the run of the weight-only program when the weights are bound):", "",
             *_table(["Model", "tier", *goals.STAGES], stage_rows, align_first=2), *_first_calls(results)]
 
 
