@@ -8,11 +8,15 @@ RNG = np.random.default_rng(0)
 
 
 def rand(shape, dtype=np.float32, low=-3.0, high=3.0) -> np.ndarray:
-    """Random test input: uniform floats, integers in [low, high], or booleans."""
+    """Random test input of any dtype: uniform floats (complex: real and imaginary parts each), integers in
+    [low, high], or booleans."""
+    dtype = np.dtype(dtype)
     if dtype == np.bool_:
         return RNG.integers(0, 2, size=shape).astype(bool)
-    if np.issubdtype(dtype, np.integer):
+    if dtype.kind in "iu":
         return RNG.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+    if dtype.kind == "c":
+        return (RNG.uniform(low, high, size=shape) + 1j * RNG.uniform(low, high, size=shape)).astype(dtype)
     return RNG.uniform(low, high, size=shape).astype(dtype)
 
 

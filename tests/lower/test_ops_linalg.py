@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.lower.raw_ops import name, op, rand, tolerance
+from tests.lower.raw_ops import name, op, tolerance
 from tests.lower.refusals import Fed, assert_refused_as_tf, ints
-from tests.oracle import assert_close, compile_and_compare, specs_of
+from tests.oracle import assert_close, compile_and_compare, rand, specs_of
 from xlacs import freeze
 
 LINALG = [np.float32, np.float64, np.complex64, np.complex128]

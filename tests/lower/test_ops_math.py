@@ -6,9 +6,9 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from tests.lower.raw_ops import compare_per_dtype, has_cpu_kernel, name, op, rand, tolerance
-from tests.lower.refusals import Fed, assert_refused, assert_tf_refuses, one_node
-from tests.oracle import assert_close, compile_and_compare
+from tests.lower.raw_ops import compare_per_dtype, has_cpu_kernel, name, op, tolerance
+from tests.lower.refusals import Fed, assert_refused, assert_refused_as_tf, one_node
+from tests.oracle import assert_close, compile_and_compare, rand
 from xlacs import freeze
 from xlacs_server.lower import registry
 
@@ -491,9 +491,7 @@ REFUSED = {
 
 @pytest.mark.parametrize("case", REFUSED, ids=str)
 def test_what_tf_refuses_is_invalid_argument_naming_the_input(client, case):
-    op_name, inputs, attr_values, blame, match, tf_refuses = REFUSED[case]
-    assert_tf_refuses(tf_refuses)
-    assert_refused(client, op_name, inputs, blame=blame, match=match, **attr_values)
+    assert_refused_as_tf(client, REFUSED[case])
 
 
 def test_an_input_of_another_dtype_than_t_is_invalid_argument(client):
