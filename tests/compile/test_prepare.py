@@ -79,8 +79,8 @@ def test_weights_only_the_prepare_program_reads_are_not_resident():
     result, _ = run(service, conv_bn(0)[0], X)
     executable = result.loaded.executable
     nbytes = lambda sigs: sum(s.dtype.itemsize * int(np.prod(s.shape)) for s in sigs)  # noqa: E731
-    # The four batch-norm vectors are read by the prepare program only.
-    assert len(executable.params) - len(executable.prepare.call_params) == 4
+    # The kernel and the four batch-norm vectors are read by the prepare program only (fold_batch_norm).
+    assert len(executable.params) == 5 and executable.prepare.call_params == []
     assert service.weights.resident_bytes() == \
         nbytes(executable.params[i] for i in executable.prepare.call_params) + nbytes(executable.prepare.outputs)
 
@@ -129,3 +129,15 @@ def test_an_execution_worker_runs_the_per_call_program_on_prepared_weights():
     finally:
         service.close()
 
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_folded_batch_norm_leaves_the_per_call_program_a_convolution_and_adds(fused):
+    """fold_batch_norm scales the kernel by the BatchNorm's scale: that runs in the prepare program, so a call no
+    longer multiplies by it."""
+    frozen, fn = conv_bn(0, fused=fused)
+    result, (got,) = run(CompilationService(settings()), frozen, X)
+    executable = result.loaded.executable
+    np.testing.assert_allclose(got, fn(X).numpy(), rtol=1e-5, atol=1e-5)
+    assert executable.prepare.call_params == []  # the kernel too is read by the prepare program only
+    assert "stablehlo.convolution" in executable.stablehlo
+    assert "stablehlo.multiply" not in executable.stablehlo and "rsqrt" not in executable.stablehlo

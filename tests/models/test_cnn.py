@@ -34,4 +34,14 @@ def test_weight_swapped_resnet50_hits_the_cache_with_new_results(client):
             first = executable
     assert executable.cache == "l1" and executable.id != first.id
     assert executable.id.split(".")[0] == first.id.split(".")[0]  # one program, two weight bindings
-    assert "compile" not in executable.stage_ms
+    assert "compile" not in executable.stage_ms and "prepare" in executable.stage_ms  # the new weights prepared
+
+
+@pytest.mark.parametrize("name", ["MobileNetV2", "ResNet50"])
+def test_batch_norms_run_in_the_prepare_program(server, client, name):
+    """The BatchNorm arithmetic and the kernels it scales are computed once per weight set, not per call."""
+    frozen, _ = frozen_keras(name, CNNS[name])
+    executable = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches, name=name)
+    compiled = server.service.loaded(executable.id).executable
+    assert "rsqrt" in compiled.prepare.stablehlo and "rsqrt" not in compiled.stablehlo
+    assert len(compiled.prepare.call_params) < len(compiled.params) // 10  # nearly every weight is prepared

@@ -9,7 +9,6 @@ the weights' shapes only, so a new checkpoint of the same architecture is still 
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 
 from xlacs_server.graph.ir import Graph
 from xlacs_server.unit.weights import canonical_order, weight_only
@@ -36,14 +35,14 @@ def split(graph: Graph) -> Split | None:
     prepared = sorted(prepared, key=lambda e: (position.get(e.node, len(position)), e.node, e.index))
     boundary = {e.node for e in prepared}
 
-    ancestors = _reach(graph, boundary, stop=set())
+    ancestors = graph.reachable(boundary)
     prepare = Graph({n: node for n, node in graph.nodes.items() if n in ancestors}, graph.library, graph.producer,
                     fetches=prepared, params=[e for e in graph.params if e.node in ancestors],
                     platform=graph.platform)
 
     # The per-call part: what the fetches reach without looking past a prepared node, which keeps no inputs (as a
     # fed node does); a control edge on a dropped weight-only node orders nothing, since such a node has no effect.
-    kept = _reach(graph, {e.node for e in graph.fetches}, stop=boundary)
+    kept = graph.reachable([e.node for e in graph.fetches], stop=boundary)
     nodes = {}
     for name, node in graph.nodes.items():
         if name in boundary:
@@ -52,18 +51,3 @@ def split(graph: Graph) -> Split | None:
             nodes[name] = dataclasses.replace(node, control_inputs=[c for c in node.control_inputs if c in kept])
     call = graph.replace(nodes=nodes, params=[e for e in graph.params if e.node in kept], prepared=prepared)
     return Split(prepare, call)
-
-
-def _reach(graph: Graph, roots: set[str], stop: set[str]) -> set[str]:
-    """Nodes that `roots` reach through data and control edges, not looking past the nodes of `stop`."""
-    seen, queue = set(), deque(roots)
-    while queue:
-        name = queue.popleft()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name not in stop:
-            node = graph.nodes[name]
-            queue.extend(e.node for e in node.inputs)
-            queue.extend(node.control_inputs)
-    return seen

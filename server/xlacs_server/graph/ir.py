@@ -71,6 +71,19 @@ class Graph:
                 out[src].append(node.name)
         return out
 
+    def reachable(self, roots, stop=frozenset()) -> set[str]:
+        """Names of the nodes `roots` (names) reach through data and control edges, not looking past `stop`."""
+        seen, queue = set(), deque(roots)
+        while queue:
+            name = queue.popleft()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name not in stop:
+                queue.extend(e.node for e in self.nodes[name].inputs)
+                queue.extend(self.nodes[name].control_inputs)
+        return seen
+
     def topological_order(self) -> list[Node]:
         """Nodes with every input before its reader. NextIteration -> Merge back edges of TF1 loops are
         ignored; any other cycle is an InvalidGraph. Iterative, so 10^5-deep chains need no recursion."""

@@ -9,18 +9,8 @@ from xlacs_server.passes.registry import Grouping, register_pass
 def _reachable(graph: Graph) -> set[str]:
     """Nodes that the fetches reach through data and control edges, not looking past fed nodes, and the
     lifted weights: they are program parameters, bound at Execute whether or not a reader is left."""
-    fed = {e.node for e in graph.feeds}
-    keep = set()
-    queue = deque([*(e.node for e in graph.fetches), *(e.node for e in graph.params)])
-    while queue:
-        name = queue.popleft()
-        if name in keep:
-            continue
-        keep.add(name)
-        if name not in fed:
-            queue.extend(e.node for e in graph.nodes[name].inputs)
-            queue.extend(graph.nodes[name].control_inputs)
-    return keep
+    return graph.reachable([*(e.node for e in graph.fetches), *(e.node for e in graph.params)],
+                           stop={e.node for e in graph.feeds})
 
 
 @register_pass(Grouping.POST_IMPORT, phase=0)
