@@ -141,3 +141,13 @@ def test_a_folded_batch_norm_leaves_the_per_call_program_a_convolution_and_adds(
     assert executable.prepare.call_params == []  # the kernel too is read by the prepare program only
     assert "stablehlo.convolution" in executable.stablehlo
     assert "stablehlo.multiply" not in executable.stablehlo and "rsqrt" not in executable.stablehlo
+
+
+def test_get_executable_reports_the_prepare_run(client):
+    """Over gRPC: the Compile's stages and GetExecutable's include the prepare program's run."""
+    frozen, fn = conv_bn(2)
+    executable = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
+    assert executable.stage_ms["prepare"] > 0
+    info = client.executable_info(executable.id)
+    assert info.stage_ms["prepare"] > 0 and "compile" in info.stage_ms
+    np.testing.assert_allclose(executable(X)[0], fn(X).numpy(), rtol=1e-5, atol=1e-5)
