@@ -6,10 +6,13 @@ import time
 
 import grpc
 import jax
+import numpy as np
 import pytest
+import tensorflow as tf
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.dashboard.conftest import REFRESH_S, dense_graph
+from xlacs.freeze import freeze
 from xlacs.v1 import tf_graph_pb2
 from xlacs_server.dashboard import app as dashboard_app
 from xlacs_server.lower import coverage as coverage_module, registry
@@ -226,3 +229,18 @@ def test_pages_render_with_local_assets_only(http, page):
     for url in assets.urls:
         assert url.startswith("/static/"), f"{page} loads {url} from outside the daemon"
         assert http.get(url).status_code == 200
+
+
+def test_an_executable_with_a_prepare_program_shows_it_and_its_stablehlo(http, client):
+    """The weight-only part (here w * 2) is a program of its own: its size, its last run and its StableHLO."""
+    w = tf.constant(np.random.default_rng(0).normal(size=(3, 29)), tf.float32)
+    frozen = freeze(lambda x: tf.matmul(x, w * 2.0), tf.TensorSpec((2, 3), tf.float32))
+    name = f"prepared_{time.time_ns()}"
+    client.compile(frozen.graph_def, frozen.feeds, frozen.fetches, name=name)
+    row = executable_row(http, name)
+    assert 0 < row["prepare_size_bytes"] < row["size_bytes"] and row["prepare_ms"] > 0
+    detail = http.get(f"/api/executables/{row['key']}").json()
+    prepared = http.get(detail["prepare_stablehlo_url"])
+    assert prepared.status_code == 200 and "stablehlo.multiply" in prepared.text
+    assert "stablehlo.dot_general" not in prepared.text
+    assert "prepare-stablehlo" in http.get(f"/executables/{row['key']}").text

@@ -34,6 +34,7 @@ PAGES: list[tuple[str, str, Callable]] = [
 DOWNLOADS: list[tuple[str, Callable]] = [
     ("/api/executables/{key}/stablehlo",                                  views.stablehlo_text),
     ("/api/executables/{key}/hlo",                                        views.hlo_text),
+    ("/api/executables/{key}/prepare/stablehlo",                          views.prepare_stablehlo_text),
 ]
 NOT_CACHED = "No executable with this cache key is in the memory cache"
 BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")

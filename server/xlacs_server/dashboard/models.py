@@ -124,7 +124,10 @@ class ExecutableSummary(BaseModel):
     outputs: list[TensorSpec]
     stage_ms: dict[str, float]
     compile_ms: float = Field(description="the sum of the stages")
-    size_bytes: int
+    size_bytes: int = Field(description="of the serialized programs: the per-call one and the prepare one")
+    prepare_size_bytes: int | None = Field(description="of the prepare program (the weight-only part, run once per "
+                                                       "weight set at bind); None when there is none")
+    prepare_ms: float | None = Field(description="the prepare program's last run, at a bind")
     hits: int
     created_unix: float
     last_used_unix: float | None
@@ -148,6 +151,7 @@ class ExecutableDetail(ExecutableSummary):
     op_histogram: dict[str, int]
     stablehlo_url: str
     hlo_url: str
+    prepare_stablehlo_url: str | None
 
 
 class Error(BaseModel):

@@ -118,13 +118,16 @@ def executable(dash: Dash, key: CacheKey) -> models.ExecutableDetail:
     e = _cached(dash, key)
     return models.ExecutableDetail(
         **_summary(e), passes=[models.Pass(**dataclasses.asdict(r)) for r in e.passes], op_histogram=e.op_histogram,
-        stablehlo_url=f"/api/executables/{e.key}/stablehlo", hlo_url=f"/api/executables/{e.key}/hlo")
+        stablehlo_url=f"/api/executables/{e.key}/stablehlo", hlo_url=f"/api/executables/{e.key}/hlo",
+        prepare_stablehlo_url=f"/api/executables/{e.key}/prepare/stablehlo" if e.prepare else None)
 
 
 def _summary(e) -> dict:
     return dict(key=e.key, key_prefix=e.key[:12], graph_name=e.graph_name,
                 device=e.device.name, inputs=[_spec(s) for s in e.inputs], outputs=[_spec(s) for s in e.outputs],
                 stage_ms=e.stage_ms, compile_ms=sum(e.stage_ms.values()), size_bytes=e.size_bytes, hits=e.hits,
+                prepare_size_bytes=len(e.prepare.serialized) if e.prepare else None,
+                prepare_ms=e.prepare.ms if e.prepare else None,
                 created_unix=e.created, last_used_unix=e.last_used or None)
 
 
@@ -143,6 +146,15 @@ def stablehlo_text(dash: Dash, key: CacheKey) -> tuple[str, str]:
     """(file name, text) of the StableHLO module that was compiled."""
     e = _cached(dash, key)
     return f"{e.key}.stablehlo.mlir", e.stablehlo
+
+
+def prepare_stablehlo_text(dash: Dash, key: CacheKey) -> tuple[str, str]:
+    """(file name, text) of the prepare program's StableHLO (the weight-only part, compile/prepare.py)."""
+    e = _cached(dash, key)
+    if e.prepare is None:
+        raise HTTPException(404, f"executable {key!r} has no prepare program: nothing in it is computed from the "
+                                 "weights alone")
+    return f"{e.key}.prepare.stablehlo.mlir", e.prepare.stablehlo
 
 
 def hlo_text(dash: Dash, key: CacheKey) -> tuple[str, str]:
