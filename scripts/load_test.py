@@ -58,8 +58,8 @@ LIMITS = [
                            "(the client's deadline applies too)", "DEADLINE_EXCEEDED"),
     ("workers", "gRPC threads; calls beyond them", "RESOURCE_EXHAUSTED, at once"),
     ("max_loaded", "executable ids (a program bound to its weights) kept loaded", "the least recently used go"),
-    ("max_weight_bytes", "device-resident weights of the loaded ids; the least recently used ids go (an Execute "
-                         "of one is NOT_FOUND, and the client compiles again)", "RESOURCE_EXHAUSTED for one graph "
+    ("max_weight_bytes", "device-resident weights of the loaded ids, prepared weights included; the least "
+                         "recently used ids go (an Execute of one is NOT_FOUND, and the client compiles again)", "RESOURCE_EXHAUSTED for one graph "
                                                                               "whose weights alone exceed it"),
 ]
 
