@@ -56,9 +56,9 @@ def load_parts(service, key: str) -> dict:
     """The load stage taken apart, once more: Redis GET, MAC check and zstd, PJRT deserialization."""
     from xlacs_server.cache.entry import decode
     from xlacs_server.execute.program import Program
-    tier, device = service.persistent, service.devices.resolve("").device
+    tier, device = service.tiers[1], service.devices.resolve("").device  # L2, behind L1
     start = time.perf_counter()
-    blob = tier.store.get(key)
+    blob = tier.store.get(tier.stored_key(key))
     got = time.perf_counter()
     entry = decode(blob, key, tier.secret)
     decoded = time.perf_counter()

@@ -16,8 +16,7 @@ import numpy as np
 from xlacs_server import metrics
 from xlacs_server import passes  # noqa: F401  (registers the passes)
 from xlacs_server import unit
-from xlacs_server.cache.memory import MemoryCache
-from xlacs_server.cache.persistent import open_tier
+from xlacs_server.cache.tiers import open_tiers
 from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, code_identity, compile_options_identity,
                                             device_identity, runtime_identity)
 from xlacs_server.compile import xla_options
@@ -128,10 +127,7 @@ class CompilationService:
         self.devices = Devices(enumerate_devices(settings.devices))
         self.xla_options = xla_options.parse(settings.xla_options)
         xla_options.check_options(self.xla_options, [d.device for d in self.devices.all])
-        self.l1 = MemoryCache(settings.l1_max_entries, settings.l1_max_bytes)
-        self.persistent = open_tier(settings)  # Redis (L2), a directory, or None
-        # Every cache tier, fastest first; each has .tier (its name) and .stats.
-        self.tiers = [self.l1, *([self.persistent] if self.persistent else [])]
+        self.tiers = open_tiers(settings)  # the cache, fastest first; each tier has .tier (its name) and .stats
         self.counters = Counters()
         self.weights = WeightStore()
         if settings.isolate_executions not in ISOLATION_POLICIES:
@@ -157,9 +153,7 @@ class CompilationService:
         graph, inputs = compile_unit.graph, compile_unit.inputs
         with watch.stage("key"):
             key = cache_key(self.ingredients(graph, inputs, device))
-        executable, tier = self.l1.get(key), self.l1.tier
-        if executable is None:
-            executable, tier = self._compile_miss(key, spec, graph, inputs, device, watch)
+        executable, tier = self.tiers.get(key, device) or self._compile_miss(key, spec, graph, inputs, device, watch)
         loaded = self._bind(executable, graph, inputs, device, watch)
         return CompileResult(loaded, tier, watch.ms)
 
@@ -236,28 +230,21 @@ class CompilationService:
 
     def _compile_miss(self, key, spec, graph, inputs, device, watch) -> tuple[Executable, str]:
         """(executable, the tier that had it or "miss") after an L1 miss. One request per key goes on at a time
-        in this process, and across the replicas that share a Redis (PersistentTier.flight)."""
+        in this process, and across the replicas that share a tier with leases (Tiers.lookup)."""
         with self._single_flight(key):
-            executable = self.l1.peek(key)
-            if executable is not None:  # a concurrent request compiled or loaded it while this one waited
-                return executable, self.l1.tier
-            if self.persistent is None:
-                executable, tier = self._compile(key, spec, graph, inputs, device, watch)[0], "miss"
-            else:
-                watch.checkpoint("load")
-                start = time.perf_counter()
-                with self.persistent.flight(key, device, watch.checkpoint) as executable:
-                    watch.ms["load"] = (time.perf_counter() - start) * 1e3
-                    tier = self.persistent.tier
-                    if executable is None:
-                        executable, serialized = self._compile(key, spec, graph, inputs, device, watch)
-                        with watch.stage("store"):
-                            self.persistent.save(executable, serialized)
-                        tier = "miss"
-            if not self._isolates(executable):
-                executable.serialized = None  # runs in the daemon: no worker will load it
-            self.l1.put(key, executable)
-            return executable, tier
+            watch.checkpoint("load")
+            start = time.perf_counter()
+            with self.tiers.lookup(key, device, watch.checkpoint) as hit:
+                watch.ms["load"] = (time.perf_counter() - start) * 1e3
+                if hit is None:
+                    executable, serialized = self._compile(key, spec, graph, inputs, device, watch)
+                else:
+                    executable, serialized = hit.executable, hit.executable.serialized
+                if not self._isolates(executable):
+                    executable.serialized = None  # runs in the daemon: no worker will load it
+                with watch.stage("store"):
+                    self.tiers.put(executable, serialized, hit)
+            return executable, hit.tier if hit else "miss"
 
     def _compile(self, key, spec, graph, inputs, device, watch) -> tuple[Executable, bytes]:
         """Passes, lowering and the XLA compile: the executable and its serialized form."""
@@ -339,8 +326,7 @@ class CompilationService:
     def close(self) -> None:
         """At shutdown: stops the execution workers and releases the cache leases still held."""
         self.workers.close()
-        if self.persistent is not None:
-            self.persistent.close()
+        self.tiers.close()
 
     def _isolates(self, executable: Executable) -> bool:
         return self.settings.isolate_executions == "all" or has_loops(executable.stablehlo)

@@ -44,7 +44,7 @@ def test_miss_then_l1_then_l2_in_another_service_without_compiling(redis_server)
     l2 = tier(second, "l2")
     assert (l2.hits, l2.misses, l2.rejected, l2.errors) == (1, 0, 0, 0) and l2.compile_ms_saved > 0
     assert (tier(first, "l2").misses, tier(first, "l2").entries) == (1, 1)
-    stored = f"xlacs:entry:{first.persistent.namespace}.{first.l1.values()[0].key}"
+    stored = f"xlacs:entry:{secret_id(SECRET.encode())}.{first.tiers.l1.values()[0].key}"
     assert tier(first, "l2").bytes == len(redis_server.client().get(stored))
 
 
@@ -89,7 +89,7 @@ def test_refused_entries_are_misses_counted_apart_and_overwritten_by_the_recompi
                      "bad_mac": encode(decode(blob, name.split(".", 1)[1], SECRET.encode()),
                                        b"the secret of another deployment")}[damage])
     service = redis_service(redis_server)
-    with caplog.at_level(logging.WARNING, "xlacs_server.cache.persistent"):
+    with caplog.at_level(logging.WARNING, "xlacs_server.cache.tiers"):
         assert graph.run(service)[0] == "miss"
     l2 = tier(service, "l2")
     assert (l2.rejected, l2.misses, l2.hits, service.counters.compiles) == (1, 1, 0, 1)

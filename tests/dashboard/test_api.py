@@ -96,7 +96,7 @@ def test_ops_count_the_compiled_graphs_that_use_them(http, client, server):
     assert {"MatMul", "BiasAdd", "Relu", "Softmax"} <= set(histogram)
     assert set(histogram) <= {n.op for n in tf_graph_pb2.GraphDef.FromString(graph.frozen.graph_def).node}
     ops = ops_by_name(http)
-    cached = server.service.l1.values()
+    cached = server.service.tiers.l1.values()
     for op in ("MatMul", "Softmax", "Add"):
         assert ops[(op, None)]["graphs"] == sum(op in e.op_histogram for e in cached)
     assert ops[("MatMul", None)]["graphs"] >= 1
@@ -188,7 +188,7 @@ def test_metrics_follow_compiles_executes_and_errors(http, client, server):
         assert delta("xlacs_compile_seconds_count", stage=stage) == 1
     assert delta("xlacs_execute_seconds_count", device="cpu:0") == 1
     assert delta("xlacs_rpc_errors_total", method="GetExecutable", code="NOT_FOUND") == 1
-    l1 = server.service.l1.stats
+    l1 = server.service.tiers.l1.stats
     assert after[("xlacs_cache_requests_total", frozenset({"tier": "l1", "result": "hit"}.items()))] == l1.hits
     assert after[("xlacs_cache_requests_total", frozenset({"tier": "l1", "result": "miss"}.items()))] == l1.misses
     assert after[("xlacs_device_memory_used_bytes", frozenset({"device": "cpu:0"}.items()))] > 0

@@ -122,7 +122,7 @@ def test_dashboard_in_a_browser_while_clients_compile(browser_page, dashboard, c
     assert hits.compile(client).cache == "miss"
     for _ in range(3):
         assert hits.compile(client).cache == "l1"
-    l1 = server.service.l1.stats
+    l1 = server.service.tiers.l1.stats
     expect(page.locator("#tiers tr[data-tier='l1'] .hits")).to_have_text(str(l1.hits), timeout=20 * REFRESH_S * 1000)
     expect(page.locator("#tiers tr[data-tier='l1'] .hit-rate")).to_have_text(
         f"{l1.hits / (l1.hits + l1.misses):.1%}")

@@ -16,12 +16,32 @@ import time
 from typing import Callable
 
 from xlacs_server.cache.entry import RejectedEntry
-from xlacs_server.cache.secret import check_not_loose
+from xlacs_server.cache.persistent import PersistentTier
+from xlacs_server.cache.secret import cache_secret, check_not_loose
 from xlacs_server.cache.stats import TierStats
+from xlacs_server.config import Settings
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".xce"
+
+
+def open_tier(settings: Settings) -> PersistentTier | None:
+    """XLACS_CACHE_DIR when there is no Redis (Redis is the tier that replicas share; one of the two is used, so
+    the directory's default does not turn it on beside a Redis); "" for none. A directory that cannot be used is
+    logged and skipped; a bad secret configuration raises CacheConfigError."""
+    if settings.redis_url or not settings.cache_dir:
+        return None
+    directory = pathlib.Path(settings.cache_dir).expanduser()
+    try:
+        secret = cache_secret(settings, directory)
+        store = DiskStore(directory, settings.cache_dir_max_bytes, settings.cache_ttl_s,
+                          settings.cache_max_entry_bytes)
+    except OSError as e:
+        log.warning("cache directory %s cannot be used, caching in memory only: %s", directory, e)
+        return None
+    log.info("cache tier disk: %s", directory)
+    return PersistentTier(store, secret, settings.cache_max_entry_bytes)
 
 
 class DiskStore:

@@ -1,44 +1,53 @@
-"""L1: loaded executables in process, LRU-bounded by count and by bytes."""
+"""L1: loaded executables in process, LRU-bounded by count and by bytes. The first tier: every Compile looks
+here before it waits for anything, and the dashboard lists what it holds."""
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 
 from xlacs_server.cache.stats import TierStats
+from xlacs_server.cache.tier import Tier
+from xlacs_server.config import Settings
+from xlacs_server.execute.devices import DeviceRef
+from xlacs_server.execute.executable import Executable
 
 
-class MemoryCache:
+def open_tier(settings: Settings) -> MemoryCache:
+    """Always there: XLACS_L1_MAX_ENTRIES and XLACS_L1_MAX_BYTES bound it."""
+    return MemoryCache(settings.l1_max_entries, settings.l1_max_bytes)
+
+
+class MemoryCache(Tier):
     tier = "l1"
 
     def __init__(self, max_entries: int, max_bytes: int):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, object] = OrderedDict()
+        self._entries: OrderedDict[str, Executable] = OrderedDict()
         self._lock = threading.Lock()
         self.stats = TierStats(self.tier)
 
-    def get(self, key: str):
+    def get(self, key: str, device: DeviceRef) -> Executable | None:
+        """The executable as it was loaded; `device` is unused: L1 holds loaded executables, not entries."""
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None:
-                self.stats.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.stats.hits += 1
-            self.stats.compile_ms_saved += entry.stage_ms.get("compile", 0.0) + entry.stage_ms.get("lower", 0.0)
+            if entry is not None:
+                self._entries.move_to_end(key)
             return entry
 
-    def peek(self, key: str):
-        """The entry without counting a hit or a miss (for GetExecutable and Execute)."""
+    def peek(self, key: str) -> Executable | None:
+        """The executable, left where it is in the LRU order (for the dashboard: a look is no use)."""
         with self._lock:
             return self._entries.get(key)
 
-    def put(self, key: str, entry) -> None:
+    def put(self, executable: Executable, serialized: bytes) -> None:
+        """Holds the executable itself; `serialized` is unused (executable.serialized is what workers load)."""
+        key = executable.key
         with self._lock:
             if key in self._entries:
                 self.stats.bytes -= self._entries.pop(key).size_bytes
-            self._entries[key] = entry
-            self.stats.bytes += entry.size_bytes
+            self._entries[key] = executable
+            self.stats.bytes += executable.size_bytes
             while len(self._entries) > self.max_entries or \
                     (self.stats.bytes > self.max_bytes and len(self._entries) > 1):
                 _, evicted = self._entries.popitem(last=False)
@@ -46,6 +55,6 @@ class MemoryCache:
                 self.stats.evictions += 1
             self.stats.entries = len(self._entries)
 
-    def values(self) -> list:
+    def values(self) -> list[Executable]:
         with self._lock:
             return list(self._entries.values())

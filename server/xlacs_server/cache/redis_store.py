@@ -13,7 +13,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from xlacs_server.cache.persistent import PersistentTier
+from xlacs_server.cache.secret import cache_secret
 from xlacs_server.cache.stats import TierStats
+from xlacs_server.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,14 @@ _FAILED = object()
 # Renew or drop the lease only while it is still ours: it may have expired and been taken by another replica.
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
+
+def open_tier(settings: Settings) -> PersistentTier | None:
+    """L2 when XLACS_REDIS_URL is set; without a secret that every replica shares it raises CacheConfigError."""
+    if not settings.redis_url:
+        return None
+    store = RedisStore(settings.redis_url, settings.cache_key_prefix, settings.cache_ttl_s, settings.cache_lease_s)
+    return PersistentTier(store, cache_secret(settings), settings.cache_max_entry_bytes)
 
 
 def redacted(url: str) -> str:

@@ -66,7 +66,7 @@ def ops(dash: Dash, q: Annotated[str, Query(max_length=200, description="part of
         ) -> models.Ops:
     platform_name = device or None
     graphs, nodes = collections.Counter(), collections.Counter()
-    for executable in dash.service.l1.values():
+    for executable in dash.service.tiers.l1.values():
         graphs.update(executable.op_histogram.keys())
         nodes.update(executable.op_histogram)
     registered = registry.registrations()
@@ -110,7 +110,7 @@ def cache(dash: Dash) -> models.Cache:
 
 
 def executables(dash: Dash) -> models.Executables:
-    loaded = sorted(dash.service.l1.values(), key=lambda e: e.last_used or e.created, reverse=True)
+    loaded = sorted(dash.service.tiers.l1.values(), key=lambda e: e.last_used or e.created, reverse=True)
     return models.Executables(executables=[models.ExecutableSummary(**_summary(e)) for e in loaded])
 
 
@@ -136,7 +136,7 @@ def _spec(s) -> models.TensorSpec:
 
 
 def _cached(dash: Dashboard, key: str):
-    e = dash.service.l1.peek(key)
+    e = dash.service.tiers.l1.peek(key)
     if e is None:
         raise HTTPException(404, f"no executable with cache key {key!r} is in this server's memory cache")
     return e
