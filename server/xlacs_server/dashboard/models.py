@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from xlacs_server.passes.registry import PassRecord
+
 
 class Device(BaseModel):
     name: str = Field(description="cpu:0, gpu:1, ...")
@@ -137,17 +139,8 @@ class Executables(BaseModel):
     executables: list[ExecutableSummary]
 
 
-class Pass(BaseModel):
-    name: str
-    grouping: str
-    phase: int
-    ms: float
-    nodes_before: int
-    nodes_after: int
-
-
 class ExecutableDetail(ExecutableSummary):
-    passes: list[Pass]
+    passes: list[PassRecord]
     op_histogram: dict[str, int]
     stablehlo_url: str
     hlo_url: str

@@ -117,7 +117,7 @@ def executables(dash: Dash) -> models.Executables:
 def executable(dash: Dash, key: CacheKey) -> models.ExecutableDetail:
     e = _cached(dash, key)
     return models.ExecutableDetail(
-        **_summary(e), passes=[models.Pass(**dataclasses.asdict(r)) for r in e.passes], op_histogram=e.op_histogram,
+        **_summary(e), passes=e.passes, op_histogram=e.op_histogram,
         stablehlo_url=f"/api/executables/{e.key}/stablehlo", hlo_url=f"/api/executables/{e.key}/hlo",
         prepare_stablehlo_url=f"/api/executables/{e.key}/prepare/stablehlo" if e.prepare else None)
 

@@ -25,8 +25,11 @@ class Pass:
     run: Callable[[Graph], Graph]
 
 
+# The dashboard's JSON and the cache entry's metadata are this class; the RPCs' PassRecord
+# (protos/xlacs/v1/xlacs.proto) has the same fields by name and is filled from it.
 @dataclasses.dataclass(frozen=True)
 class PassRecord:
+    """What one pass did to the graph in one compile: its time, and the node count before and after."""
     name: str
     grouping: str
     phase: int

@@ -1,4 +1,5 @@
 """xlacs.v1.Compiler: protos in, core calls, protos out."""
+import dataclasses
 import time
 
 from xlacs import dtypes, tensors
@@ -20,8 +21,7 @@ def _signature(executable) -> xlacs_pb2.Signature:
 
 
 def _passes(executable) -> list:
-    return [xlacs_pb2.PassRecord(name=r.name, grouping=r.grouping, phase=r.phase, ms=r.ms,
-                                 nodes_before=r.nodes_before, nodes_after=r.nodes_after) for r in executable.passes]
+    return [xlacs_pb2.PassRecord(**dataclasses.asdict(r)) for r in executable.passes]
 
 
 class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
