@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -15,7 +14,7 @@ from xlacs_server.cache.tier import Tier
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.executable import Executable, Prepare
 from xlacs_server.execute.program import Program
-from xlacs_server.passes.registry import PassRecord
+from xlacs_server.passes.registry import PassRecord, record_fields
 from xlacs_server.tensor_sig import TensorSig
 
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ def to_entry(executable: Executable, serialized: bytes) -> Entry:
     e = executable
     meta = {"graph_name": e.graph_name, "platform": e.device.platform, "device_kind": e.device.kind,
             "inputs": _sigs(e.inputs), "outputs": _sigs(e.outputs), "params": _sigs(e.params),
-            "stage_ms": e.stage_ms, "passes": [dataclasses.asdict(r) for r in e.passes],
+            "stage_ms": e.stage_ms, "passes": [record_fields(r) for r in e.passes],
             "op_histogram": e.op_histogram,
             "prepare": e.prepare and {"params": e.prepare.params, "call_params": e.prepare.call_params,
                                       "outputs": _sigs(e.prepare.outputs)}}

@@ -1,9 +1,22 @@
 """The pydantic models of the JSON twins: each page renders exactly one of these."""
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from google.protobuf.descriptor import FieldDescriptor
+from pydantic import BaseModel, Field, create_model
 
-from xlacs_server.passes.registry import PassRecord
+from xlacs_server.passes.registry import PassRecord as PassRecordMessage
+
+_PYTHON_TYPES = {FieldDescriptor.TYPE_STRING: str, FieldDescriptor.TYPE_INT32: int, FieldDescriptor.TYPE_INT64: int,
+                 FieldDescriptor.TYPE_DOUBLE: float}
+
+
+def from_message(message_type) -> type[BaseModel]:
+    """A model with the fields of a flat proto message of scalars: the API's message stays their one definition."""
+    fields = {f.name: (_PYTHON_TYPES[f.type], ...) for f in message_type.DESCRIPTOR.fields}
+    return create_model(message_type.DESCRIPTOR.name, __doc__=f"As {message_type.DESCRIPTOR.full_name}.", **fields)
+
+
+PassRecord = from_message(PassRecordMessage)
 
 
 class Device(BaseModel):

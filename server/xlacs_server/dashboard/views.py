@@ -15,6 +15,7 @@ from xlacs_server.dashboard import models
 from xlacs_server.dashboard.sampler import Sampler, hit_rates, rate
 from xlacs_server.lower import registry
 from xlacs_server.lower.coverage import SEED_OPS
+from xlacs_server.passes.registry import record_fields
 
 SEED_REFERENCE = f"TF 1.14's XLA kernels ({len(SEED_OPS)} ops)"
 RATE_WINDOW_S = 60.0
@@ -117,7 +118,7 @@ def executables(dash: Dash) -> models.Executables:
 def executable(dash: Dash, key: CacheKey) -> models.ExecutableDetail:
     e = _cached(dash, key)
     return models.ExecutableDetail(
-        **_summary(e), passes=e.passes, op_histogram=e.op_histogram,
+        **_summary(e), passes=[record_fields(r) for r in e.passes], op_histogram=e.op_histogram,
         stablehlo_url=f"/api/executables/{e.key}/stablehlo", hlo_url=f"/api/executables/{e.key}/hlo",
         prepare_stablehlo_url=f"/api/executables/{e.key}/prepare/stablehlo" if e.prepare else None)
 

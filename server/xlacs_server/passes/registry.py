@@ -7,6 +7,7 @@ import enum
 import time
 from typing import Callable
 
+from xlacs.v1 import xlacs_pb2
 from xlacs_server.graph.ir import Graph
 
 
@@ -25,17 +26,15 @@ class Pass:
     run: Callable[[Graph], Graph]
 
 
-# The dashboard's JSON and the cache entry's metadata are this class; the RPCs' PassRecord
-# (protos/xlacs/v1/xlacs.proto) has the same fields by name and is filled from it.
-@dataclasses.dataclass(frozen=True)
-class PassRecord:
-    """What one pass did to the graph in one compile: its time, and the node count before and after."""
-    name: str
-    grouping: str
-    phase: int
-    ms: float
-    nodes_before: int
-    nodes_after: int
+# What one pass did to the graph in one compile (its time, the node count before and after) is the API's own
+# message, protos/xlacs/v1/xlacs.proto's PassRecord: the RPCs send it, the dashboard's model and the cache entry's
+# metadata take its fields (record_fields), so its shape is written down once.
+PassRecord = xlacs_pb2.PassRecord
+
+
+def record_fields(record: PassRecord) -> dict:
+    """The record's fields by name, zeros included, in their Python types (JSON for the cache and the dashboard)."""
+    return {field.name: getattr(record, field.name) for field in record.DESCRIPTOR.fields}
 
 
 _PASSES: list[Pass] = []
@@ -63,7 +62,8 @@ def run_pipeline(graph: Graph, dump: Callable[[str, Graph], None] | None = None)
         start = time.perf_counter()
         graph = p.run(graph)
         ms = (time.perf_counter() - start) * 1e3
-        records.append(PassRecord(p.name, p.grouping.name, p.phase, ms, before, len(graph.nodes)))
+        records.append(PassRecord(name=p.name, grouping=p.grouping.name, phase=p.phase, ms=ms, nodes_before=before,
+                                  nodes_after=len(graph.nodes)))
         if dump is not None:
             dump(f"{index:02d}_{p.name}", graph)
     return graph, records

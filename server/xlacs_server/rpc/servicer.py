@@ -1,5 +1,4 @@
 """xlacs.v1.Compiler: protos in, core calls, protos out."""
-import dataclasses
 import time
 
 from xlacs import dtypes, tensors
@@ -18,10 +17,6 @@ def _sig(s) -> xlacs_pb2.TensorSpec:
 def _signature(executable) -> xlacs_pb2.Signature:
     return xlacs_pb2.Signature(inputs=[_sig(s) for s in executable.inputs],
                                outputs=[_sig(s) for s in executable.outputs])
-
-
-def _passes(executable) -> list:
-    return [xlacs_pb2.PassRecord(**dataclasses.asdict(r)) for r in executable.passes]
 
 
 class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
@@ -43,7 +38,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             self.service.dump_passes(spec) if request.dump_graphs else []))
         return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(result.loaded),
                                          stage_ms=result.stage_ms, cache=result.cache,
-                                         passes=_passes(result.loaded.executable),
+                                         passes=result.loaded.executable.passes,
                                          graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
     def Execute(self, request, context):
@@ -93,7 +88,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         e = loaded.executable
         return xlacs_pb2.ExecutableInfo(
             executable_id=loaded.id, graph_name=e.graph_name, device=e.device.name, signature=_signature(loaded),
-            stage_ms={**e.stage_ms, **({"prepare": e.prepare.ms} if e.prepare else {})}, passes=_passes(e),
+            stage_ms={**e.stage_ms, **({"prepare": e.prepare.ms} if e.prepare else {})}, passes=e.passes,
             size_bytes=e.size_bytes, hits=e.hits,
             created_unix=e.created, last_used_unix=e.last_used)
 
