@@ -197,8 +197,7 @@ class CompilationService:
         """The binding under its executable id, the least recently used ones dropped past the budgets."""
         fetches = [dataclasses.replace(s, name=str(f)) for s, f in zip(executable.outputs, graph.fetches)]
         outputs = fetches + executable.outputs[len(fetches):]  # then the assigned variables
-        loaded = LoadedExecutable(f"{executable.key}.{digest[:16]}" if digest else executable.key, executable,
-                                  buffers, inputs, outputs)
+        loaded = LoadedExecutable(self._executable_id(executable, digest), executable, buffers, inputs, outputs)
         with self._loaded_lock:
             self._loaded[loaded.id] = loaded
             self._loaded.move_to_end(loaded.id)
@@ -209,6 +208,13 @@ class CompilationService:
                 self._loaded.popitem(last=False)
                 self.weights.evicted()
         return loaded
+
+    def _executable_id(self, executable: Executable, digest: str) -> str:
+        """The cache key, then the weights' digest if it has weights, then `@device` if the program is loaded on a
+        device other than the default one: each device holds its own binding."""
+        device = executable.device.name
+        return (f"{executable.key}.{digest[:16]}" if digest else executable.key) + \
+            ("" if device == self.devices.resolve("").name else f"@{device}")
 
     def ingredients(self, graph: Graph, inputs: list[TensorSig], device: DeviceRef) -> list[tuple[str, str]]:
         """What the program depends on, named (docs/cache.md). Values of constants kept in the program are in

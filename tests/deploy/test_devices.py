@@ -4,12 +4,14 @@ import subprocess
 
 import grpc
 import jax
+import numpy as np
 import pytest
 
 from tests.deploy.daemon import double_graph, process_environment
+from tests.graphs import GraphBuilder
 from xlacs.cli import build_parser
 from xlacs_server.config import Settings
-from xlacs_server.daemon_process import free_port
+from xlacs_server.daemon_process import DaemonProcess, free_port
 from xlacs_server.errors import DeviceUnavailable, InvalidRequest
 from xlacs_server.execute.devices import enumerate_devices, parse_name
 from xlacs_server.main import settings_from_args
@@ -89,3 +91,31 @@ def test_serve_with_an_unusable_pin_exits_with_the_reason(devices, message):
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 1
     assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_each_device_of_a_kind_runs_its_own_loaded_program(tmp_path):
+    """Two CPU devices (XLA's host device count): a program is assigned to the device it was loaded on, so the
+    second device loads the cached entry for itself (a disk hit, no compile) under an id that names it, and both
+    run, each on its own weights' buffers."""
+    graph_def, w = weighted_graph()
+    daemon = DaemonProcess(tmp_path / "serve.log", {"XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+                                                    "XLACS_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        with daemon.client() as client:
+            first = client.compile(graph_def, {"x:0": (np.float32, (2, 16))}, ["y:0"], device="cpu:0")
+            second = client.compile(graph_def, {"x:0": (np.float32, (2, 16))}, ["y:0"], device="cpu:1")
+            assert (first.cache, second.cache) == ("miss", "disk")
+            assert second.id == first.id + "@cpu:1"
+            x = np.random.default_rng(0).standard_normal((2, 16)).astype(np.float32)
+            for executable in (first, second, first):
+                np.testing.assert_allclose(executable(x)[0], x @ w, rtol=1e-5, atol=1e-5)
+    finally:
+        daemon.stop()
+
+
+def weighted_graph():
+    """y = x @ w with w of 64 floats, a lifted weight bound on the device."""
+    w = np.random.default_rng(1).standard_normal((16, 4)).astype(np.float32)
+    b = GraphBuilder()
+    b.op("y", "MatMul", b.placeholder("x", (2, 16)), b.const("w", w))
+    return b.graph_def, w

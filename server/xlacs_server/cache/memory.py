@@ -18,31 +18,34 @@ def open_tier(settings: Settings) -> MemoryCache:
 
 
 class MemoryCache(Tier):
+    """Executables as loaded, by cache key and device: a program is loaded onto (and assigned to) one device, so
+    each device of a kind holds its own, while the slower tiers serve one entry to all of them."""
     tier = "l1"
 
     def __init__(self, max_entries: int, max_bytes: int):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, Executable] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], Executable] = OrderedDict()  # (key, device name)
         self._lock = threading.Lock()
         self.stats = TierStats(self.tier)
 
     def get(self, key: str, device: DeviceRef) -> Executable | None:
-        """The executable as it was loaded; `device` is unused: L1 holds loaded executables, not entries."""
+        """The executable as it was loaded onto `device`."""
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._entries.get((key, device.name))
             if entry is not None:
-                self._entries.move_to_end(key)
+                self._entries.move_to_end((key, device.name))
             return entry
 
     def peek(self, key: str) -> Executable | None:
-        """The executable, left where it is in the LRU order (for the dashboard: a look is no use)."""
+        """The executable of `key` used last, on any device, left where it is in the LRU order (for the
+        dashboard: a look is no use)."""
         with self._lock:
-            return self._entries.get(key)
+            return next((e for (k, _), e in reversed(self._entries.items()) if k == key), None)
 
     def put(self, executable: Executable, serialized: bytes) -> None:
         """Holds the executable itself; `serialized` is unused (executable.serialized is what workers load)."""
-        key = executable.key
+        key = (executable.key, executable.device.name)
         with self._lock:
             if key in self._entries:
                 self.stats.bytes -= self._entries.pop(key).size_bytes
