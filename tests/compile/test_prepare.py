@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from xlacs import dtypes
 from xlacs.freeze import freeze
+from xlacs_server.compile.compiler import prepare_options
 from xlacs_server.config import Settings
 from xlacs_server.service import CompilationService, CompileSpec
 
@@ -151,3 +152,16 @@ def test_get_executable_reports_the_prepare_run(client):
     info = client.executable_info(executable.id)
     assert info.stage_ms["prepare"] > 0 and "compile" in info.stage_ms
     np.testing.assert_allclose(executable(X)[0], fn(X).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_the_prepare_program_compiles_with_the_daemons_options_and_llvm_optimizations_off():
+    options = {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 3}
+    assert prepare_options(options) == {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 0}
+    assert options["xla_backend_optimization_level"] == 3  # the per-call program keeps the daemon's
+
+
+def test_both_programs_compile_with_the_daemons_xla_options():
+    frozen, fn = conv_bn(0)
+    result, (got,) = run(CompilationService(settings(xla_options=("xla_cpu_enable_fast_math=false",))), frozen, X)
+    assert result.loaded.executable.prepare is not None
+    np.testing.assert_allclose(got, fn(X).numpy(), rtol=1e-5, atol=1e-5)

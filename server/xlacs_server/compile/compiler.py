@@ -1,7 +1,9 @@
 """Traces the lowered program with jax.jit into StableHLO and compiles it with PJRT for one device; a program
-with a weight-only part is compiled as two, the prepare program and the per-call one (compile/prepare.py)."""
+with a weight-only part is compiled as two, the prepare program and the per-call one (compile/prepare.py), at
+the same time: XLA releases the GIL while it compiles, so the second compile hides behind the first."""
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import time
 from typing import Callable
@@ -32,6 +34,13 @@ class CompiledProgram:
     prepare: Prepare | None  # the weight-only part, if the graph has one
 
 
+def prepare_options(options: dict[str, xla_options.Value]) -> dict[str, xla_options.Value]:
+    """The options the prepare program compiles with: the daemon's, with LLVM's optimizations off. It runs once per
+    weight set, elementwise arithmetic over the weights: they took about half of its compile time and saved tens
+    of milliseconds at a bind (docs/performance.md, Cold compile)."""
+    return {**options, "xla_backend_optimization_level": 0}
+
+
 def param_sigs(graph: Graph) -> list[TensorSig]:
     return [TensorSig(str(e), v.dtype, v.shape) for e, v in zip(graph.params, weight_values(graph))]
 
@@ -40,8 +49,9 @@ def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], N
                   options: dict[str, xla_options.Value]) -> CompiledProgram:
     """Compiles the graph as a function of its feeds, variables and lifted weights (engine.argument_specs),
     with XLA debug `options` (compile/xla_options.py); it returns the fetches, then the variables it assigned.
-    A weight-only part is split off into a prepare program (compile/prepare.py), compiled with the same options.
-    `checkpoint("compile")` runs between the lowering and the XLA compile, which nothing interrupts."""
+    A weight-only part is split off into a prepare program (compile/prepare.py), compiled with prepare_options on
+    another thread while the per-call program compiles; compile_ms is the wall time of both compiles.
+    `checkpoint("compile")` runs between the lowering and the XLA compiles, which nothing interrupts."""
     sharding = jax.sharding.SingleDeviceSharding(device.device)
     params = param_sigs(graph)
     start = time.perf_counter()
@@ -54,8 +64,10 @@ def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], N
     lowered = _lower(graph, sharding, program_fn)
     lowered_at = time.perf_counter()
     checkpoint("compile")
-    compiled = lowered.compile(compiler_options=options)
-    prepare_part = None if parts is None else _prepare(parts, params, lowered_prepare, options)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="xlacs-prepare") as pool:
+        pending = None if parts is None else pool.submit(_prepare, parts, params, lowered_prepare, options)
+        compiled = lowered.compile(compiler_options=options)
+        prepare_part = None if pending is None else pending.result()
     done = time.perf_counter()
     names = [str(f) for f in graph.fetches] + [VARIABLE_PREFIX + name for name in program_fn.assigned]
     outputs = [TensorSig(n, np.dtype(o.dtype), tuple(o.shape)) for n, o in zip(names, compiled.out_info)]
@@ -75,7 +87,7 @@ def _prepare(parts: prepare.Split, params: list[TensorSig], lowered,
              options: dict[str, xla_options.Value]) -> Prepare:
     """The compiled prepare program of `parts`; it and the per-call program name the lifted weights by index."""
     index = {s.name: i for i, s in enumerate(params)}
-    compiled = Program(lowered.compile(compiler_options=options).runtime_executable())
+    compiled = Program(lowered.compile(compiler_options=prepare_options(options)).runtime_executable())
     outputs = [TensorSig(str(e), np.dtype(o.dtype), tuple(o.shape))
                for e, o in zip(parts.prepare.fetches, lowered.out_info)]
     return Prepare(compiled, [index[str(e)] for e in parts.prepare.params], [index[str(e)] for e in parts.call.params],
