@@ -12,8 +12,8 @@ from xlacs_server.config import Settings
 from xlacs_server.service import CompilationService, CompileSpec
 
 
-def _build(graph: GraphFiles, settings: Settings) -> Call:
-    """A new service each time, with no cache beyond its own memory: every build compiles."""
+def build_with(graph: GraphFiles, settings: Settings) -> Call:
+    """A new service with `settings` each time, with no cache beyond its own memory: every build compiles."""
     feeds, fetches = graph.signature()
     spec = CompileSpec(graph.graph_def, [(name, dtypes.from_numpy(dtype), shape)
                                          for name, (dtype, shape) in feeds.items()], fetches)
@@ -23,8 +23,8 @@ def _build(graph: GraphFiles, settings: Settings) -> Call:
 
 
 def build_lifted(graph: GraphFiles) -> Call:
-    return _build(graph, Settings(cache_dir=""))
+    return build_with(graph, Settings(cache_dir=""))
 
 
 def build_embedded(graph: GraphFiles) -> Call:
-    return _build(graph, Settings(cache_dir="", lift_threshold_bytes=0))
+    return build_with(graph, Settings(cache_dir="", lift_threshold_bytes=0))

@@ -1,0 +1,89 @@
+"""Issue 15: XLA:CPU option sets against TF graph mode, side by side in one run. Each option set is an xlacs
+program compiled in this process (benchmarks/peers/xlacs_program.py, no RPC); TF graph mode runs in its own
+process (benchmarks/peers). Turns are short and interleaved (TF, then each option set, again and again), so that
+the load of a shared machine falls on all of them alike. Prints one line per model and a JSON summary.
+
+    .venv/bin/python -m benchmarks.xla_cpu_options --models ResNet50,MobileNetV2 \
+        --options 'default=' 'eigen=xla_cpu_experimental_ynn_fusion_type=' [--rounds 25 --seconds 0.25]
+
+An option set is NAME=ITEM;ITEM with ITEMs as XLACS_XLA_OPTIONS spells them (a value may hold commas).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks import models
+from benchmarks.peers import TF_GRAPH
+from benchmarks.peers.files import write_graph_files
+from benchmarks.peers.remote import PeerProcess
+from benchmarks.peers.xlacs_program import build_with
+from benchmarks.timing import calls_for
+from xlacs_server.config import Settings
+
+
+def option_set(spec: str) -> tuple[str, tuple[str, ...]]:
+    name, _, items = spec.partition("=")
+    return name, tuple(item for item in items.split(";") if item)
+
+
+def largest_error(outputs, reference) -> float:
+    """Largest absolute difference relative to the reference output's scale."""
+    return max(float(np.abs(np.asarray(a) - b).max() / np.abs(b).max()) for a, b in zip(outputs, reference))
+
+
+def measure(model: models.Model, directory: pathlib.Path, tf: PeerProcess, option_sets: dict[str, tuple[str, ...]],
+            rounds: int, seconds: float) -> dict:
+    graph = write_graph_files(directory / model.name, model.frozen.graph_def, model.frozen.feeds,
+                              model.frozen.fetches, model.inputs)
+    tf.ready(graph)
+    reference = tf.outputs(graph)
+    calls, result = {}, {}
+    for name, items in option_sets.items():
+        start = time.perf_counter()
+        call = build_with(graph, Settings(cache_dir="", xla_options=items))
+        result[name] = {"cold_ms": (time.perf_counter() - start) * 1e3,
+                        "error": largest_error(call(*model.inputs), reference)}
+        calls[name] = call
+    samples = {TF_GRAPH: [], **{name: [] for name in calls}}
+    for _ in range(rounds):
+        samples[TF_GRAPH] += tf.turn(graph, seconds, 3)
+        for name, call in calls.items():
+            samples[name] += calls_for(lambda: call(*model.inputs), seconds, 3)
+    tf_p50 = float(np.median(samples[TF_GRAPH]))
+    result[TF_GRAPH] = {"p50_ms": tf_p50}
+    for name in calls:
+        result[name]["p50_ms"] = float(np.median(samples[name]))
+        result[name]["vs_tf_graph"] = result[name]["p50_ms"] / tf_p50
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="ResNet50,MobileNetV2,EfficientNetB0,DenseNet121,InceptionV3")
+    parser.add_argument("--options", nargs="+", default=["default="], help="NAME=ITEM;ITEM ...")
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--seconds", type=float, default=0.25)
+    args = parser.parse_args()
+    option_sets = dict(map(option_set, args.options))
+    summary = {}
+    with tempfile.TemporaryDirectory(prefix="xlacs-cpu-options-") as tmp:
+        tf = PeerProcess(TF_GRAPH, pathlib.Path(tmp))
+        try:
+            for model in models.build(args.models.split(",")):
+                summary[model.name] = measure(model, pathlib.Path(tmp), tf, option_sets, args.rounds, args.seconds)
+                print(model.name, " ".join(f"{name} {r['p50_ms']:.1f} ms" + (f" ({r['vs_tf_graph']:.2f}x)"
+                                                                            if "vs_tf_graph" in r else "")
+                                           for name, r in summary[model.name].items()), flush=True)
+        finally:
+            tf.stop()
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
