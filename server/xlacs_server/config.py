@@ -53,7 +53,9 @@ class Settings:
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
     # XLA debug options set on every compile, `name=value` (e.g. xla_cpu_use_onednn=true); checked at start and
     # part of the cache key (compile/xla_options.py). XLA_FLAGS in the environment is checked at start too.
-    xla_options: tuple[str, ...] = ()
+    # The default turns XLA:CPU's YNNPACK convolutions off, so Eigen's run: faster on every CNN measured
+    # (docs/performance.md, XLA:CPU's convolution library). Setting the list replaces the default.
+    xla_options: tuple[str, ...] = ("xla_cpu_experimental_ynn_fusion_type=",)
     # The cache tier behind L1 (docs/cache.md): Redis when redis_url is set, else this directory ("" for none).
     redis_url: str = ""
     cache_dir: str = "~/.cache/xlacs"

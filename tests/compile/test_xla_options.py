@@ -4,12 +4,15 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.cache.conftest import settings
 from tests.cache.test_cache_key import spec
+from xlacs import dtypes
 from xlacs_server.compile import xla_options
-from xlacs_server.service import CompilationService
+from xlacs_server.service import CompilationService, CompileSpec
 
 
 def serve(env: dict) -> subprocess.CompletedProcess:
@@ -56,3 +59,23 @@ def test_options_reach_the_compiled_program():
     assert plain.loaded.id != unfused.loaded.id  # the options are in the key
     assert "wrapped_multiply" not in plain.loaded.executable.compiled.as_text()
     assert "wrapped_multiply" in unfused.loaded.executable.compiled.as_text()
+
+
+def conv_spec() -> CompileSpec:
+    """y = relu(conv2d(x, w)): a 3x3 convolution of ResNet50's first stage, its kernel a lifted weight."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1, 56, 56, 64], name="x")
+        w = tf.constant(np.random.default_rng(0).standard_normal((3, 3, 64, 64)).astype(np.float32), name="w")
+        tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME"), name="y")
+    return CompileSpec(g.as_graph_def().SerializeToString(), [("x:0", dtypes.parse("float32"), (1, 56, 56, 64))],
+                       ["y:0"])
+
+
+def test_cpu_convolutions_run_on_eigen_by_default_not_ynnpack():
+    """The default xla_options turn YNNPACK off (docs/performance.md); without them XLA:CPU gives the
+    convolution to YNNPACK, a `__ynn_fusion`."""
+    default = CompilationService(settings()).compile(conv_spec()).loaded.executable.compiled.as_text()
+    ynnpack = CompilationService(settings(xla_options=())).compile(conv_spec()).loaded.executable.compiled.as_text()
+    assert "convolution(" in default and "__ynn_fusion" not in default
+    assert "__ynn_fusion" in ynnpack
