@@ -51,9 +51,9 @@ class Settings:
     max_loaded: int = 1024  # executable ids (program + weights bindings) kept loaded, LRU
     max_weight_bytes: int = 4 * GIB  # device-resident weights of the loaded ids; the least recently used go
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
-    # XLA debug options set on every compile, `name=value` (e.g. xla_cpu_use_onednn=true); checked at start and
-    # part of the cache key (compile/xla_options.py). XLA_FLAGS in the environment is checked at start too.
-    # The default turns XLA:CPU's YNNPACK convolutions off, so Eigen's run: faster on every CNN measured
+    # XLA debug options set on every compile, `name=value`; checked at start and part of the cache key
+    # (compile/xla_options.py). XLA_FLAGS in the environment is checked at start too. The default turns XLA:CPU's
+    # YNNPACK convolutions off, so Eigen's run: faster on all five CNNs in three of four interleaved runs
     # (docs/performance.md, XLA:CPU's convolution library). Setting the list replaces the default.
     xla_options: tuple[str, ...] = ("xla_cpu_experimental_ynn_fusion_type=",)
     # The cache tier behind L1 (docs/cache.md): Redis when redis_url is set, else this directory ("" for none).
