@@ -7,6 +7,66 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Digest(_message.Message):
+    __slots__ = ("hash", "size_bytes")
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    hash: str
+    size_bytes: int
+    def __init__(self, hash: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class GraphManifest(_message.Message):
+    __slots__ = ("skeleton", "cuts")
+    SKELETON_FIELD_NUMBER: _ClassVar[int]
+    CUTS_FIELD_NUMBER: _ClassVar[int]
+    skeleton: Digest
+    cuts: _containers.RepeatedCompositeFieldContainer[Cut]
+    def __init__(self, skeleton: _Optional[_Union[Digest, _Mapping]] = ..., cuts: _Optional[_Iterable[_Union[Cut, _Mapping]]] = ...) -> None: ...
+
+class Cut(_message.Message):
+    __slots__ = ("offset", "blob")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BLOB_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    blob: Digest
+    def __init__(self, offset: _Optional[int] = ..., blob: _Optional[_Union[Digest, _Mapping]] = ...) -> None: ...
+
+class FindMissingBlobsRequest(_message.Message):
+    __slots__ = ("digests",)
+    DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    digests: _containers.RepeatedCompositeFieldContainer[Digest]
+    def __init__(self, digests: _Optional[_Iterable[_Union[Digest, _Mapping]]] = ...) -> None: ...
+
+class FindMissingBlobsResponse(_message.Message):
+    __slots__ = ("missing",)
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    missing: _containers.RepeatedCompositeFieldContainer[Digest]
+    def __init__(self, missing: _Optional[_Iterable[_Union[Digest, _Mapping]]] = ...) -> None: ...
+
+class BlobChunk(_message.Message):
+    __slots__ = ("digest", "offset", "data")
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    digest: Digest
+    offset: int
+    data: bytes
+    def __init__(self, digest: _Optional[_Union[Digest, _Mapping]] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class UploadBlobsResponse(_message.Message):
+    __slots__ = ("blobs", "bytes")
+    BLOBS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    blobs: int
+    bytes: int
+    def __init__(self, blobs: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class MissingBlobs(_message.Message):
+    __slots__ = ("digests",)
+    DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    digests: _containers.RepeatedCompositeFieldContainer[Digest]
+    def __init__(self, digests: _Optional[_Iterable[_Union[Digest, _Mapping]]] = ...) -> None: ...
+
 class Tensor(_message.Message):
     __slots__ = ("name", "dtype", "shape", "content")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -38,20 +98,24 @@ class Signature(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ...) -> None: ...
 
 class CompileRequest(_message.Message):
-    __slots__ = ("graph_def", "feeds", "fetches", "device", "graph_name", "dump_graphs")
+    __slots__ = ("graph_def", "feeds", "fetches", "device", "graph_name", "dump_graphs", "graph_digest", "graph_manifest")
     GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
     FEEDS_FIELD_NUMBER: _ClassVar[int]
     FETCHES_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     GRAPH_NAME_FIELD_NUMBER: _ClassVar[int]
     DUMP_GRAPHS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_MANIFEST_FIELD_NUMBER: _ClassVar[int]
     graph_def: bytes
     feeds: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     fetches: _containers.RepeatedScalarFieldContainer[str]
     device: str
     graph_name: str
     dump_graphs: bool
-    def __init__(self, graph_def: _Optional[bytes] = ..., feeds: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., fetches: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., graph_name: _Optional[str] = ..., dump_graphs: _Optional[bool] = ...) -> None: ...
+    graph_digest: Digest
+    graph_manifest: GraphManifest
+    def __init__(self, graph_def: _Optional[bytes] = ..., feeds: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., fetches: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., graph_name: _Optional[str] = ..., dump_graphs: _Optional[bool] = ..., graph_digest: _Optional[_Union[Digest, _Mapping]] = ..., graph_manifest: _Optional[_Union[GraphManifest, _Mapping]] = ...) -> None: ...
 
 class GraphDump(_message.Message):
     __slots__ = ("name", "pbtxt")

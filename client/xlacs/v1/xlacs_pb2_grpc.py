@@ -64,6 +64,16 @@ class CompilerStub:
                 request_serializer=xlacs_dot_v1_dot_xlacs__pb2.GetExecutableRequest.SerializeToString,
                 response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.ExecutableInfo.FromString,
                 _registered_method=True)
+        self.FindMissingBlobs = channel.unary_unary(
+                '/xlacs.v1.Compiler/FindMissingBlobs',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.FindMissingBlobsRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.FindMissingBlobsResponse.FromString,
+                _registered_method=True)
+        self.UploadBlobs = channel.stream_unary(
+                '/xlacs.v1.Compiler/UploadBlobs',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.BlobChunk.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.UploadBlobsResponse.FromString,
+                _registered_method=True)
 
 
 class CompilerServicer:
@@ -111,6 +121,21 @@ class CompilerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindMissingBlobs(self, request, context):
+        """Which of these blobs (tensor contents, graph skeletons) the daemon lacks in every cache tier: a client
+        uploads only those (docs/cache.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UploadBlobs(self, request_iterator, context):
+        """Stores blobs sent in chunks; each blob is checked against its digest before it is stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CompilerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +168,16 @@ def add_CompilerServicer_to_server(servicer, server):
                     servicer.GetExecutable,
                     request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.GetExecutableRequest.FromString,
                     response_serializer=xlacs_dot_v1_dot_xlacs__pb2.ExecutableInfo.SerializeToString,
+            ),
+            'FindMissingBlobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindMissingBlobs,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.FindMissingBlobsRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.FindMissingBlobsResponse.SerializeToString,
+            ),
+            'UploadBlobs': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadBlobs,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.BlobChunk.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.UploadBlobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -307,6 +342,60 @@ class Compiler:
             '/xlacs.v1.Compiler/GetExecutable',
             xlacs_dot_v1_dot_xlacs__pb2.GetExecutableRequest.SerializeToString,
             xlacs_dot_v1_dot_xlacs__pb2.ExecutableInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindMissingBlobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xlacs.v1.Compiler/FindMissingBlobs',
+            xlacs_dot_v1_dot_xlacs__pb2.FindMissingBlobsRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.FindMissingBlobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadBlobs(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/xlacs.v1.Compiler/UploadBlobs',
+            xlacs_dot_v1_dot_xlacs__pb2.BlobChunk.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.UploadBlobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
