@@ -68,6 +68,10 @@ class Settings:
     cache_max_entry_bytes: int = 512 << 20  # bigger executables stay in L1 only
     cache_dir_max_bytes: int = 8 * GIB  # the directory tier evicts least recently used entries beyond this
     cache_lease_s: float = 10.0  # a replica that compiles holds the Redis lease this long past its last renewal
+    # Blobs (tensor contents, graph skeletons) and graph manifests of compiles by digest (docs/cache.md, Blobs)
+    # sit in the same tiers: in this process up to blob_memory_bytes (LRU), then in Redis or the directory (whose
+    # blobs/ subdirectory cache_dir_max_bytes bounds too). One blob is at most max_graph_bytes.
+    blob_memory_bytes: int = 1 * GIB
 
     @classmethod
     def from_env(cls, environ=os.environ, **overrides) -> "Settings":

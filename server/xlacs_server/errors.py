@@ -11,6 +11,7 @@ import re
 import grpc
 from google.protobuf import message
 from google.rpc import error_details_pb2
+from xlacs.v1 import xlacs_pb2
 
 DOMAIN = "xlacs"
 ECHO_CHARS = 80  # a request value quoted in a message is cut to this: an error must not grow with its input
@@ -127,6 +128,27 @@ class LoweringError(NodeError):
 
 class NotFound(XlacsError):
     code = grpc.StatusCode.NOT_FOUND
+
+
+class MissingBlobs(NotFound):
+    """A Compile by digest needs what no cache tier holds: the graph's manifest (its digest is listed) or blobs
+    it names. The details hold xlacs.v1.MissingBlobs, so the client uploads them and compiles again."""
+
+    def __init__(self, graph: tuple[str, int], missing: list[tuple[str, int]]):
+        self.missing = missing
+        if list(missing) == [graph]:
+            what = (f"no manifest of graph {graph[0]} ({graph[1]} bytes) is on this server: compile again with "
+                    "graph_manifest, after uploading with UploadBlobs the blobs it names that FindMissingBlobs "
+                    "lists")
+        else:
+            what = (f"{len(missing)} blob(s) of graph {graph[0]} are in no cache tier (evicted, or never "
+                    "uploaded): upload them with UploadBlobs and compile again")
+        super().__init__(f"{what}; the status details (xlacs.v1.MissingBlobs) list the digests", graph=graph[0],
+                         missing=len(missing))
+
+    def details(self) -> list[message.Message]:
+        return [*super().details(), xlacs_pb2.MissingBlobs(
+            digests=[xlacs_pb2.Digest(hash=h, size_bytes=size) for h, size in self.missing])]
 
 
 class DeviceUnavailable(XlacsError):

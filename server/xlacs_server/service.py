@@ -16,6 +16,8 @@ import numpy as np
 from xlacs_server import metrics
 from xlacs_server import passes  # noqa: F401  (registers the passes)
 from xlacs_server import unit
+from xlacs_server.cache import graphs, upload
+from xlacs_server.cache.blobs import Digest, open_blobs
 from xlacs_server.cache.tiers import open_tiers
 from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, code_identity, compile_options_identity,
                                             device_identity, runtime_identity)
@@ -43,12 +45,16 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class CompileSpec:
-    """A Compile request: the GraphDef and its signature, the device to compile for, the executable's name."""
+    """A Compile request: the GraphDef and its signature, the device to compile for, the executable's name. A
+    Compile by digest names the GraphDef by `graph_digest` (its bytes, if sent too, are checked and kept), with
+    the request's manifest (xlacs.v1.GraphManifest) if it has one."""
     graph_def: bytes
     feeds: list[Feed]
     fetches: list[str]
     device: str = ""
     graph_name: str = ""
+    graph_digest: Digest | None = None
+    graph_manifest: object | None = None
 
 
 @dataclasses.dataclass
@@ -110,6 +116,8 @@ class Counters:
     compiles: int = 0
     executes: int = 0
     errors: int = 0
+    upload_saved_bytes: int = 0  # bytes of blobs FindMissingBlobs found here already: not uploaded
+    received_bytes: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # by RPC
     started: float = dataclasses.field(default_factory=time.time)
     recent_errors: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=100))
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
@@ -120,6 +128,10 @@ class Counters:
             for name, delta in deltas.items():
                 setattr(self, name, getattr(self, name) + delta)
 
+    def add_received(self, rpc: str, size: int) -> None:
+        with self._lock:
+            self.received_bytes[rpc] += size
+
 
 class CompilationService:
     def __init__(self, settings: Settings):
@@ -128,6 +140,7 @@ class CompilationService:
         self.xla_options = xla_options.parse(settings.xla_options)
         xla_options.check_options(self.xla_options, [d.device for d in self.devices.all])
         self.tiers = open_tiers(settings)  # the cache, fastest first; each tier has .tier (its name) and .stats
+        self.blobs = open_blobs(settings, self.tiers)  # blobs and graph manifests, in the same tiers
         self.counters = Counters()
         self.weights = WeightStore()
         if settings.isolate_executions not in ISOLATION_POLICIES:
@@ -138,6 +151,8 @@ class CompilationService:
         self._loaded_lock = threading.Lock()
         self._flights: dict[str, list] = {}  # key -> [lock, requests holding or awaiting it]
         self._flights_lock = threading.Lock()
+        # A Compile by digest whose graph, signature, device and name were bound before -> that binding's id
+        self._by_digest: collections.OrderedDict[tuple, str] = collections.OrderedDict()
 
     # --- Compile ---------------------------------------------------------------------------------
 
@@ -148,6 +163,13 @@ class CompilationService:
         and only an XLA compile takes a `slot()`: a cache hit waits for none."""
         watch = Stopwatch(checkpoint, slot)
         device = self.devices.resolve(spec.device)
+        if spec.graph_digest is not None:
+            by_digest = (spec.graph_digest, tuple(spec.feeds), tuple(spec.fetches), device.name, spec.graph_name)
+            with watch.stage("resolve"):
+                loaded = None if spec.graph_def else self._loaded_by_digest(by_digest)
+                if loaded is not None:
+                    return CompileResult(loaded, self.tiers.l1.tier, watch.ms)
+                spec = dataclasses.replace(spec, graph_def=self._graph_def(spec))
         with watch.stage("parse"):
             compile_unit = unit.build(spec.graph_def, spec.feeds, spec.fetches, self.settings, device.platform)
         graph, inputs = compile_unit.graph, compile_unit.inputs
@@ -155,13 +177,45 @@ class CompilationService:
             key = cache_key(self.ingredients(graph, inputs, device))
         executable, tier = self.tiers.get(key, device) or self._compile_miss(key, spec, graph, inputs, device, watch)
         loaded = self._bind(executable, graph, inputs, device, watch)
+        if spec.graph_digest is not None:
+            with self._loaded_lock:
+                self._by_digest[by_digest] = loaded.id
+                self._by_digest.move_to_end(by_digest)
+                while len(self._by_digest) > self.settings.max_loaded:
+                    self._by_digest.popitem(last=False)
         return CompileResult(loaded, tier, watch.ms)
+
+    def _graph_def(self, spec: CompileSpec) -> bytes:
+        """The GraphDef of a Compile by digest: its bytes if sent (checked and kept), else put together from the
+        tiers' blobs (cache/graphs.py; NOT_FOUND with MissingBlobs for what they lack)."""
+        if spec.graph_digest.size > self.settings.max_graph_bytes:
+            raise LimitExceeded(f"graph_digest names a graph of {spec.graph_digest.size} bytes", "max_graph_bytes",
+                                self.settings.max_graph_bytes)
+        if spec.graph_def:
+            graphs.register(self.blobs, spec.graph_digest, spec.graph_def, spec.graph_manifest)
+            return spec.graph_def
+        return graphs.resolve(self.blobs, spec.graph_digest, spec.graph_manifest)
+
+    def _loaded_by_digest(self, by_digest: tuple) -> LoadedExecutable | None:
+        """The binding a Compile by digest made before, while it is loaded and its executable in L1 (counted as
+        an L1 hit): no graph is read, parsed or hashed. An entry whose binding is gone is dropped."""
+        with self._loaded_lock:
+            loaded = self._loaded.get(self._by_digest.get(by_digest, ""))
+            if loaded is None:
+                self._by_digest.pop(by_digest, None)
+                return None
+            self._loaded.move_to_end(loaded.id)
+        executable = loaded.executable
+        if self.tiers.l1.get(executable.key, executable.device) is None:  # uncounted: the Compile goes on
+            return None
+        return loaded if self.tiers.get(executable.key, executable.device) else None
 
     @within_limits
     def dump_passes(self, spec: CompileSpec) -> list[tuple[str, str]]:
         """(label, pbtxt) of the graph after each pass, for `xlacs compile --dump-graphs`."""
         device = self.devices.resolve(spec.device)
-        graph = unit.build(spec.graph_def, spec.feeds, spec.fetches, self.settings, device.platform).graph
+        graph_def = spec.graph_def if spec.graph_digest is None else self._graph_def(spec)
+        graph = unit.build(graph_def, spec.feeds, spec.fetches, self.settings, device.platform).graph
         dumps = []
         run_pipeline(graph, lambda label, g: dumps.append((label, graph_text(g))))
         return dumps
@@ -328,6 +382,21 @@ class CompilationService:
                 outputs = loaded.run(inputs)
         self.counters.add(executes=1)
         return executable, outputs
+
+    # --- Blobs ---------------------------------------------------------------------------------------
+
+    def find_missing_blobs(self, digests: list[Digest]) -> list[Digest]:
+        """The digests no cache tier holds; the bytes of the others count as upload savings."""
+        if len(digests) > self.settings.max_graph_nodes:
+            raise LimitExceeded(f"FindMissingBlobs asks about {len(digests)} digests", "max_graph_nodes",
+                                self.settings.max_graph_nodes)
+        missing = self.blobs.missing(digests)
+        self.counters.add(upload_saved_bytes=sum(d.size for d in set(digests).difference(missing)))
+        return missing
+
+    def upload_blobs(self, chunks, checkpoint: Callable[[str], None] = no_checkpoint) -> tuple[int, int]:
+        """(blobs, bytes) stored from a stream of xlacs.v1.BlobChunk, each checked against its digest."""
+        return upload.upload(self.blobs, chunks, self.settings.max_graph_bytes, checkpoint)
 
     def close(self) -> None:
         """At shutdown: stops the execution workers and releases the cache leases still held."""

@@ -280,7 +280,14 @@ class Device(_message.Message):
     def __init__(self, name: _Optional[str] = ..., platform: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class Stats(_message.Message):
-    __slots__ = ("tiers", "compiles", "executes", "errors", "uptime_s", "devices", "version")
+    __slots__ = ("tiers", "compiles", "executes", "errors", "uptime_s", "devices", "version", "blob_tiers", "received_bytes", "upload_saved_bytes")
+    class ReceivedBytesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     TIERS_FIELD_NUMBER: _ClassVar[int]
     COMPILES_FIELD_NUMBER: _ClassVar[int]
     EXECUTES_FIELD_NUMBER: _ClassVar[int]
@@ -288,6 +295,9 @@ class Stats(_message.Message):
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    BLOB_TIERS_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UPLOAD_SAVED_BYTES_FIELD_NUMBER: _ClassVar[int]
     tiers: _containers.RepeatedCompositeFieldContainer[TierStats]
     compiles: int
     executes: int
@@ -295,7 +305,10 @@ class Stats(_message.Message):
     uptime_s: float
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     version: str
-    def __init__(self, tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., compiles: _Optional[int] = ..., executes: _Optional[int] = ..., errors: _Optional[int] = ..., uptime_s: _Optional[float] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., version: _Optional[str] = ...) -> None: ...
+    blob_tiers: _containers.RepeatedCompositeFieldContainer[TierStats]
+    received_bytes: _containers.ScalarMap[str, int]
+    upload_saved_bytes: int
+    def __init__(self, tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., compiles: _Optional[int] = ..., executes: _Optional[int] = ..., errors: _Optional[int] = ..., uptime_s: _Optional[float] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., version: _Optional[str] = ..., blob_tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., received_bytes: _Optional[_Mapping[str, int]] = ..., upload_saved_bytes: _Optional[int] = ...) -> None: ...
 
 class GetExecutableRequest(_message.Message):
     __slots__ = ("executable_id",)

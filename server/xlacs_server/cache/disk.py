@@ -60,6 +60,16 @@ class DiskStore:
         check_not_loose(directory, "the cache directory", directory.stat())
         self._evict()
 
+    def blob_store(self, settings: Settings) -> DiskBlobs | None:
+        """Blobs and graph manifests in the blobs/ subdirectory, under the same rules and the same byte bound."""
+        try:
+            return DiskBlobs(DiskStore(self.directory / "blobs", self.max_bytes, self.ttl_s,
+                                       settings.max_graph_bytes))
+        except OSError as e:
+            log.warning("cache directory %s/blobs cannot be used, keeping blobs in memory only: %s",
+                        self.directory, e)
+            return None
+
     def _path(self, key: str) -> pathlib.Path:
         return self.directory / f"{key}{SUFFIX}"
 
@@ -132,3 +142,32 @@ class DiskStore:
     def _failed(self, what: str, key: str, error: OSError) -> None:
         self.stats.add(errors=1)
         log.warning("cache directory %s: %s of %s failed, serving without it: %s", self.directory, what, key, error)
+
+
+class DiskBlobs:
+    """Blobs and graph manifests, one file each, by name (`blob.<digest>`, `manifest.<digest>`); read with the
+    entries' checks, and re-hashed by the walk (cache/blobs.py)."""
+    tier = "disk"
+
+    def __init__(self, store: DiskStore):
+        self.store = store
+        self.stats = store.stats
+
+    def has(self, names: list[tuple[str, int | None]]) -> list[bool]:
+        return [_is_file(self.store._path(name)) for name, _ in names]
+
+    def get(self, name: str, size: int | None) -> bytes | None:
+        return self.store.get(name)
+
+    def put(self, name: str, data: bytes, size: int | None) -> None:
+        self.store.put(name, data)
+
+    def delete(self, name: str, size: int | None) -> None:
+        self.store._path(name).unlink(missing_ok=True)
+
+
+def _is_file(path: pathlib.Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except FileNotFoundError:
+        return False

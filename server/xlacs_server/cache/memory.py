@@ -61,3 +61,49 @@ class MemoryCache(Tier):
     def values(self) -> list[Executable]:
         with self._lock:
             return list(self._entries.values())
+
+
+class MemoryBlobs:
+    """Blobs and graph manifests in this process, LRU-bounded by bytes (XLACS_BLOB_MEMORY_BYTES): what a compile
+    by digest reads first. Only checked bytes are put here, so what it holds is not hashed again; a blob bigger
+    than the whole bound stays in the slower tiers only."""
+    tier = "l1"
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._blobs: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+        self.stats = TierStats(self.tier)
+
+    def has(self, names: list[tuple[str, int | None]]) -> list[bool]:
+        with self._lock:
+            return [name in self._blobs for name, _ in names]
+
+    def get(self, name: str, size: int | None) -> bytes | None:
+        with self._lock:
+            data = self._blobs.get(name)
+            if data is not None:
+                self._blobs.move_to_end(name)
+            return data
+
+    def put(self, name: str, data: bytes, size: int | None) -> None:
+        if len(data) > self.max_bytes:
+            return
+        with self._lock:
+            self._pop(name)
+            self._blobs[name] = data
+            self.stats.bytes += len(data)
+            while self.stats.bytes > self.max_bytes:
+                self._pop(next(iter(self._blobs)))
+                self.stats.evictions += 1
+            self.stats.entries = len(self._blobs)
+
+    def delete(self, name: str, size: int | None) -> None:
+        with self._lock:
+            self._pop(name)
+            self.stats.entries = len(self._blobs)
+
+    def _pop(self, name: str) -> None:
+        data = self._blobs.pop(name, None)
+        if data is not None:
+            self.stats.bytes -= len(data)

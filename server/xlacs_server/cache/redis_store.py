@@ -14,6 +14,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from xlacs_server.cache.persistent import PersistentTier
+from xlacs_server.cache.redis_blobs import RedisBlobs
 from xlacs_server.cache.secret import cache_secret
 from xlacs_server.cache.stats import TierStats
 from xlacs_server.config import Settings
@@ -28,7 +29,7 @@ SOCKET_TIMEOUT_S = 0.5
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.25, 5.0  # after a failure, Redis is left alone this long, doubling
 POLL_S = 0.05  # how often a replica waiting on another's lease looks whether it is gone
 
-_FAILED = object()
+FAILED = object()
 # Renew or drop the lease only while it is still ours: it may have expired and been taken by another replica.
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
@@ -48,7 +49,8 @@ def redacted(url: str) -> str:
 
 
 class RedisStore:
-    """Entries under PREFIX + "entry:" + key, leases under PREFIX + "lease:" + key. `stats.entries` and
+    """Entries under PREFIX + "entry:" + key, leases under PREFIX + "lease:" + key, blobs and graph manifests
+    under PREFIX + "blob." and "manifest." + digest (redis_blobs.py). `stats.entries` and
     `stats.bytes` count what this replica wrote; Redis itself reports its memory and evictions."""
     tier = "l2"
 
@@ -58,7 +60,7 @@ class RedisStore:
         self.ttl_s = ttl_s or None
         self.lease_ms = int(lease_s * 1000)
         self.stats = TierStats(self.tier)
-        # No retries inside redis-py: on failure this store backs off as a whole (see _call).
+        # No retries inside redis-py: on failure this store backs off as a whole (see call).
         self.client = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT_S,
                                            socket_timeout=SOCKET_TIMEOUT_S, retry=Retry(NoBackoff(), 0))
         self._renew = self.client.register_script(_RENEW)
@@ -68,18 +70,22 @@ class RedisStore:
         self._retry_at = 0.0
         self._probing = False  # a call is finding out whether Redis answers again
         self._held: dict[str, tuple[str, threading.Event]] = {}  # leases held: name -> (token, renewal stop)
-        if self._call("ping", self.client.ping) is not _FAILED:
+        if self.call("ping", self.client.ping) is not FAILED:
             log.info("cache tier l2: Redis at %s", self.url)
+
+    def blob_store(self, settings: Settings) -> RedisBlobs:
+        """Blobs and graph manifests beside the entries, over this connection (cache/redis_blobs.py)."""
+        return RedisBlobs(self)
 
     def get(self, key: str) -> bytes | None:
         name = self.prefix + "entry:" + key
-        blob = self._call("get", lambda: self.client.getex(name, ex=self.ttl_s) if self.ttl_s
+        blob = self.call("get", lambda: self.client.getex(name, ex=self.ttl_s) if self.ttl_s
                           else self.client.get(name))
-        return None if blob is _FAILED else blob
+        return None if blob is FAILED else blob
 
     def put(self, key: str, blob: bytes) -> None:
-        if self._call("set", lambda: self.client.set(self.prefix + "entry:" + key, blob, ex=self.ttl_s)) \
-                is not _FAILED:
+        if self.call("set", lambda: self.client.set(self.prefix + "entry:" + key, blob, ex=self.ttl_s)) \
+                is not FAILED:
             self.stats.add(entries=1, bytes=len(blob))
 
     @contextlib.contextmanager
@@ -90,15 +96,15 @@ class RedisStore:
         name, token, stop = self.prefix + "lease:" + key, secrets.token_hex(16), threading.Event()
         with self._state:  # before it exists in Redis, so that close() never misses a lease this replica holds
             self._held[name] = (token, stop)
-        acquired = self._call("lease", lambda: self.client.set(name, token, nx=True, px=self.lease_ms))
-        if acquired is _FAILED or not acquired:
+        acquired = self.call("lease", lambda: self.client.set(name, token, nx=True, px=self.lease_ms))
+        if acquired is FAILED or not acquired:
             with self._state:
                 self._held.pop(name, None)
-        if acquired is _FAILED:
+        if acquired is FAILED:
             yield True
             return
         if not acquired:
-            while self._call("lease wait", lambda: self.client.exists(name)) == 1:
+            while self.call("lease wait", lambda: self.client.exists(name)) == 1:
                 checkpoint("the end of another replica's compile")
                 time.sleep(POLL_S)
             yield False
@@ -112,7 +118,7 @@ class RedisStore:
             renewer.join()
             with self._state:
                 self._held.pop(name, None)
-            self._call("lease release", lambda: self._release(keys=[name], args=[token]))
+            self.call("lease release", lambda: self._release(keys=[name], args=[token]))
 
     def close(self) -> None:
         """Releases the leases still held (at shutdown, when compiles in flight are abandoned), so that other
@@ -121,17 +127,17 @@ class RedisStore:
             held, self._held = self._held, {}
         for name, (token, stop) in held.items():
             stop.set()
-            self._call("lease release", lambda: self._release(keys=[name], args=[token]))
+            self.call("lease release", lambda: self._release(keys=[name], args=[token]))
 
     def _keep(self, name: str, token: str, stop: threading.Event) -> None:
         """Renews the lease while its holder compiles: only a crashed holder lets it expire."""
         while not stop.wait(self.lease_ms / 3000):
-            if self._call("lease renewal", lambda: self._renew(keys=[name], args=[token, self.lease_ms])) == 0:
+            if self.call("lease renewal", lambda: self._renew(keys=[name], args=[token, self.lease_ms])) == 0:
                 log.warning("lease %s expired before its compile ended; another replica may compile too", name)
                 return
 
-    def _call(self, what: str, command):
-        """The command's result, or _FAILED when Redis fails or is being left alone after a failure.
+    def call(self, what: str, command):
+        """The command's result, or FAILED when Redis fails or is being left alone after a failure.
 
         A circuit breaker: after a failure every call skips Redis until the backoff ends; then one call probes
         it while the others keep skipping, so a stalled Redis costs one timeout per backoff, not one per call."""
@@ -139,7 +145,7 @@ class RedisStore:
             if self._backoff_s:
                 if self._probing or time.monotonic() < self._retry_at:
                     self.stats.add(skipped=1)
-                    return _FAILED
+                    return FAILED
                 self._probing = True
         try:
             result = command()
@@ -151,7 +157,7 @@ class RedisStore:
                                 "answers again", self.url, what, e)
                 self._backoff_s = min(max(2 * self._backoff_s, BACKOFF_MIN_S), BACKOFF_MAX_S)
                 self._retry_at = time.monotonic() + self._backoff_s
-            return _FAILED
+            return FAILED
         finally:
             with self._state:
                 self._probing = False

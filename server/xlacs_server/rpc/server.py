@@ -10,6 +10,7 @@ from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server.config import Settings
 from xlacs_server.rpc.auth import AuthInterceptor, TokenStore
 from xlacs_server.rpc.errors import ErrorInterceptor
+from xlacs_server.rpc.received import ReceivedBytesInterceptor
 from xlacs_server.rpc import readiness
 from xlacs_server.rpc.limits import Gates
 from xlacs_server.rpc.servicer import CompilerServicer
@@ -30,7 +31,8 @@ def create_server(service: CompilationService, address: str) -> tuple[grpc.Serve
                    MAX_PROTOBUF_BYTES)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="rpc"),
-        interceptors=[*([AuthInterceptor(tokens)] if tokens else []), ErrorInterceptor(service.counters)],
+        interceptors=[*([AuthInterceptor(tokens)] if tokens else []), ErrorInterceptor(service.counters),
+                      ReceivedBytesInterceptor(service.counters)],
         options=[("grpc.max_receive_message_length", received),
                  ("grpc.max_send_message_length", MAX_PROTOBUF_BYTES)],
         # Calls beyond the threads fail fast with RESOURCE_EXHAUSTED, rather than queue without bound.

@@ -4,6 +4,7 @@ import time
 from xlacs import dtypes, tensors
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server import version
+from xlacs_server.cache.blobs import checked_digest
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.lower import registry
 from xlacs_server.rpc.limits import Gates
@@ -32,7 +33,12 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             except dtypes.UnsupportedDType as e:
                 raise InvalidRequest(f"feed {f.name!r} has {e}") from None
             feeds.append((f.name, f.dtype, tuple(f.shape)))
-        spec = CompileSpec(request.graph_def, feeds, list(request.fetches), request.device, request.graph_name)
+        digest = checked_digest(request.graph_digest, "graph_digest") if request.HasField("graph_digest") else None
+        manifest = request.graph_manifest if request.HasField("graph_manifest") else None
+        if manifest is not None and digest is None:
+            raise InvalidRequest("graph_manifest needs graph_digest: the digest of the GraphDef's bytes it names")
+        spec = CompileSpec(request.graph_def, feeds, list(request.fetches), request.device, request.graph_name,
+                           digest, manifest)
         result, dumps = self.gates.compile.run(context, lambda call: (
             self.service.compile(spec, call.checkpoint, call.slot),
             self.service.dump_passes(spec) if request.dump_graphs else []))
@@ -78,10 +84,23 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
     def GetStats(self, request, context):
         c = self.service.counters
         tiers = [xlacs_pb2.TierStats(**vars(t.stats)) for t in self.service.tiers]
+        blob_tiers = [xlacs_pb2.TierStats(**vars(s.stats)) for s in self.service.blobs.stores]
         return xlacs_pb2.Stats(
-            tiers=tiers, compiles=c.compiles, executes=c.executes, errors=c.errors,
+            tiers=tiers, blob_tiers=blob_tiers, received_bytes=c.received_bytes,
+            upload_saved_bytes=c.upload_saved_bytes, compiles=c.compiles, executes=c.executes, errors=c.errors,
             uptime_s=time.time() - c.started, version=version.VERSION,
             devices=[xlacs_pb2.Device(name=d.name, platform=d.platform, kind=d.kind) for d in self.service.devices.all])
+
+    def FindMissingBlobs(self, request, context):
+        digests = [checked_digest(d, f"digests[{i}]") for i, d in enumerate(request.digests)]
+        return xlacs_pb2.FindMissingBlobsResponse(missing=[
+            xlacs_pb2.Digest(hash=d.hash, size_bytes=d.size) for d in self.service.find_missing_blobs(digests)])
+
+    def UploadBlobs(self, request_iterator, context):
+        # Through the compile gate (no slot): it bounds the uploads in flight, each holding one blob at a time.
+        blobs, size = self.gates.compile.run(
+            context, lambda call: self.service.upload_blobs(request_iterator, call.checkpoint))
+        return xlacs_pb2.UploadBlobsResponse(blobs=blobs, bytes=size)
 
     def GetExecutable(self, request, context):
         loaded = self.service.loaded(request.executable_id)

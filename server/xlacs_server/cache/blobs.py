@@ -1,0 +1,164 @@
+"""Content-addressed blobs (tensor contents, graph skeletons) and graph manifests in the cache tiers, fastest
+first, and the walk over them (docs/cache.md, Blobs).
+
+Each tier keeps blobs beside its executables: this process's memory (LRU by bytes), then Redis (in chunks) or
+the directory, whichever the executables use. A blob is named by its digest, the sha256 of its bytes and their
+size, and that is its integrity check: what a shared tier (Redis, the directory) returns is hashed again, and
+bytes that do not match their name are a miss, counted as rejected and deleted there. A graph manifest is
+kept under its graph's digest; the caller checks it (cache/graphs.py) and drops one that does not hold."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Iterable
+from typing import NamedTuple, Protocol
+
+from xlacs.v1 import xlacs_pb2
+from google.protobuf.message import DecodeError
+
+from xlacs_server.cache.entry import RejectedEntry
+from xlacs_server.cache.memory import MemoryBlobs
+from xlacs_server.cache.persistent import PersistentTier
+from xlacs_server.cache.stats import TierStats
+from xlacs_server.config import Settings
+from xlacs_server.errors import InvalidRequest
+
+log = logging.getLogger(__name__)
+
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+class Digest(NamedTuple):
+    """The name of some bytes: their sha256 (64 lowercase hex digits) and their size."""
+    hash: str
+    size: int
+
+    def __str__(self) -> str:
+        return f"{self.hash}/{self.size}"
+
+
+def digest_of(data) -> Digest:
+    return Digest(hashlib.sha256(data).hexdigest(), len(data))
+
+
+def checked_digest(digest: xlacs_pb2.Digest, what: str) -> Digest:
+    """A request's Digest, or InvalidRequest naming `what` it is and what is wrong with it."""
+    if not _HASH.fullmatch(digest.hash):
+        raise InvalidRequest(f"{what}: hash {digest.hash[:80]!r} is not a sha256 in 64 lowercase hex digits")
+    if digest.size_bytes < 0:
+        raise InvalidRequest(f"{what}: size_bytes {digest.size_bytes} is negative")
+    return Digest(digest.hash, digest.size_bytes)
+
+
+class BlobStore(Protocol):
+    """One tier's blobs, by name; `size` is a blob's (Redis chunks by it), None for a manifest."""
+    tier: str
+    stats: TierStats  # its hits, misses and rejected the walk counts; entries, bytes, evictions its own
+
+    def has(self, names: list[tuple[str, int | None]]) -> list[bool]: ...
+    def get(self, name: str, size: int | None) -> bytes | None: ...
+    def put(self, name: str, data: bytes, size: int | None) -> None: ...
+    def delete(self, name: str, size: int | None) -> None: ...
+
+
+def open_blobs(settings: Settings, tiers: Iterable) -> Blobs:
+    """In-process blobs, then beside each tier that holds bytes (Redis or the directory), in the tiers' order."""
+    stores = [MemoryBlobs(settings.blob_memory_bytes)]
+    stores += [tier.store.blob_store(settings) for tier in tiers if isinstance(tier, PersistentTier)]
+    return Blobs([store for store in stores if store is not None])
+
+
+class Blobs:
+    """The blob stores, fastest first; the first, in this process, holds only checked bytes."""
+
+    def __init__(self, stores: list[BlobStore]):
+        self.stores = stores
+
+    def missing(self, digests: Iterable[Digest]) -> list[Digest]:
+        """The digests no tier holds (each asked once, one look per tier for those still missing). A tier that
+        holds bytes under a digest that do not match it is found out when they are read."""
+        left = list(dict.fromkeys(digests))
+        for store in self.stores:
+            if not left:
+                break
+            held = store.has([(_blob(d), d.size) for d in left])
+            left = [d for d, h in zip(left, held) if not h]
+        return left
+
+    def get(self, digest: Digest) -> bytes | None:
+        """The blob's bytes from the fastest tier that holds them intact, put into each faster tier."""
+        found = self._get(_blob(digest), digest.size, lambda data: digest_of(data) == digest, fill=True)
+        return None if found is None else found[0]
+
+    def put(self, digest: Digest, data: bytes) -> None:
+        """Checked bytes into every tier, slowest first."""
+        for store in reversed(self.stores):
+            store.put(_blob(digest), data, digest.size)
+
+    def get_manifest(self, graph: Digest) -> tuple[xlacs_pb2.GraphManifest, str] | None:
+        """(manifest, the tier that had it) kept under the graph's digest, unchecked: the caller checks it
+        against the graph's bytes, then calls put_manifest (which fills the faster tiers) or drop_manifest."""
+        found = self._get(_manifest(graph), None, _parses, fill=False)
+        return None if found is None else (xlacs_pb2.GraphManifest.FromString(found[0]), found[1].tier)
+
+    def put_manifest(self, graph: Digest, manifest: xlacs_pb2.GraphManifest, found_in: str | None = None) -> None:
+        """A manifest whose bytes were found to hash to `graph`, into each tier faster than the one it was found
+        in (every tier when it came with a request), slowest first."""
+        data = manifest.SerializeToString(deterministic=True)
+        tiers = [store.tier for store in self.stores]
+        for store in reversed(self.stores[:tiers.index(found_in) if found_in else len(tiers)]):
+            store.put(_manifest(graph), data, None)
+
+    def drop_manifest(self, graph: Digest, tier: str, why: str) -> None:
+        """A stored manifest that does not hold (planted, or stale): counted as rejected by the tier that had it,
+        and deleted from every tier."""
+        log.warning("%s: graph manifest %s does not hold (%s); dropped, and the client is asked for it", tier,
+                    graph, why)
+        for store in self.stores:
+            if store.tier == tier:
+                store.stats.add(rejected=1)
+            store.delete(_manifest(graph), None)
+
+    def _get(self, name: str, size: int | None, intact, fill: bool) -> tuple[bytes, BlobStore] | None:
+        """(bytes, store) of the fastest tier that holds them, a slower tier's only if `intact(bytes)`, and then
+        put into each faster tier if `fill`."""
+        for index, store in enumerate(self.stores):
+            try:
+                data = store.get(name, size)
+            except RejectedEntry as e:  # the directory's checks: not a regular file, too big
+                self._reject(store, name, size, str(e))
+                data = None
+            if data is not None and index and not intact(data):
+                self._reject(store, name, size, "its bytes do not match its name")
+                data = None
+            if data is None:
+                store.stats.add(misses=1)
+                continue
+            store.stats.add(hits=1)
+            for faster in reversed(self.stores[:index] if fill else []):
+                faster.put(name, data, size)
+            return data, store
+        return None
+
+    @staticmethod
+    def _reject(store: BlobStore, name: str, size: int | None, why: str) -> None:
+        log.warning("%s: refused %s (%s); it is a miss, and deleted", store.tier, name, why)
+        store.stats.add(rejected=1)
+        store.delete(name, size)
+
+
+def _blob(digest: Digest) -> str:
+    return f"blob.{digest.hash}-{digest.size}"
+
+
+def _manifest(graph: Digest) -> str:
+    return f"manifest.{graph.hash}-{graph.size}"
+
+
+def _parses(data: bytes) -> bool:
+    try:
+        xlacs_pb2.GraphManifest.FromString(data)
+    except DecodeError:
+        return False
+    return True
