@@ -111,34 +111,46 @@ class ServiceCollector:
                                                             "first, to stay within max_loaded and max_weight_bytes",
                                   value=weights.evictions)
         yield from self._tiers()
+        yield from self._blobs()
         yield from self._memory()
 
     def _tiers(self):
-        requests = CounterMetricFamily("xlacs_cache_requests", "Cache lookups by tier and result",
-                                       labels=["tier", "result"])
-        families = {
-            "entries": GaugeMetricFamily("xlacs_cache_entries", "Entries in a cache tier", labels=["tier"]),
-            "bytes": GaugeMetricFamily("xlacs_cache_bytes", "Bytes held by a cache tier", labels=["tier"]),
-            "evictions": CounterMetricFamily("xlacs_cache_evictions", "Entries evicted", labels=["tier"]),
-            "errors": CounterMetricFamily("xlacs_cache_errors", "Failures of a cache tier's backend (Redis "
-                                                                "unreachable, an I/O error)", labels=["tier"]),
-            "rejected": CounterMetricFamily("xlacs_cache_integrity_errors", "Entries refused as misses: truncated, "
-                                            "corrupt, another format version, or a bad HMAC", labels=["tier"]),
-            "skipped": CounterMetricFamily("xlacs_cache_skipped", "Lookups and writes that went on without a failing "
-                                           "backend while its circuit breaker was open", labels=["tier"]),
-        }
+        yield from _tier_families("xlacs_cache", "Cache", [(t.tier, t.stats) for t in self.service.tiers], {
+            "entries": (GaugeMetricFamily, "entries", "Entries in a cache tier"),
+            "bytes": (GaugeMetricFamily, "bytes", "Bytes held by a cache tier"),
+            "evictions": (CounterMetricFamily, "evictions", "Entries evicted"),
+            "errors": (CounterMetricFamily, "errors", "Failures of a cache tier's backend (Redis unreachable, an I/O "
+                                                      "error)"),
+            "rejected": (CounterMetricFamily, "integrity_errors", "Entries refused as misses: truncated, corrupt, "
+                                                                  "another format version, or a bad HMAC"),
+            "skipped": (CounterMetricFamily, "skipped", "Lookups and writes that went on without a failing backend "
+                                                        "while its circuit breaker was open"),
+        })
         saved = CounterMetricFamily("xlacs_cache_compile_seconds_saved", "Lowering and compile time that cache "
                                                                          "hits saved", labels=["tier"])
         for t in self.service.tiers:
-            s = t.stats
-            requests.add_metric([t.tier, "hit"], s.hits)
-            requests.add_metric([t.tier, "miss"], s.misses)
-            for field, family in families.items():
-                family.add_metric([t.tier], getattr(s, field))
-            saved.add_metric([t.tier], s.compile_ms_saved / 1e3)
-        yield requests
-        yield from families.values()
+            saved.add_metric([t.tier], t.stats.compile_ms_saved / 1e3)
         yield saved
+
+    def _blobs(self):
+        """Content-addressed blobs and graph manifests (docs/cache.md, Blobs), and what clients sent or spared."""
+        stores = [(s.tier, s.stats) for s in self.service.blobs.stores]
+        yield from _tier_families("xlacs_blob", "Blob and graph manifest", stores, {
+            "entries": (GaugeMetricFamily, "entries", "Blobs and graph manifests in a tier (Redis: those this "
+                                                      "replica wrote)"),
+            "bytes": (GaugeMetricFamily, "bytes", "Bytes of blobs and graph manifests held by a tier"),
+            "evictions": (CounterMetricFamily, "evictions", "Blobs evicted"),
+            "rejected": (CounterMetricFamily, "integrity_errors", "Blobs whose bytes did not hash to their digest, "
+                                                                  "and manifests that did not hold: misses, deleted"),
+        })
+        c = self.service.counters
+        received = CounterMetricFamily("xlacs_received_bytes", "Request bytes received, by RPC", labels=["rpc"])
+        for rpc, size in sorted(c.received_bytes.items()):
+            received.add_metric([rpc], size)
+        yield received
+        yield CounterMetricFamily("xlacs_upload_saved_bytes", "Bytes of the blobs FindMissingBlobs found here "
+                                                              "already: what clients did not upload",
+                                  value=c.upload_saved_bytes)
 
     def _memory(self):
         used = GaugeMetricFamily("xlacs_device_memory_used_bytes", "Memory in use on a device (for a CPU "
@@ -153,6 +165,22 @@ class ServiceCollector:
                     limit.add_metric([d.name], memory.limit_bytes)
         yield used
         yield limit
+
+
+def _tier_families(prefix: str, what: str, tiers: list, fields: dict):
+    """`prefix`_requests{tier,result} and a family per TierStats field of `fields` (field -> (family class,
+    name suffix, help)) over (tier name, stats) pairs."""
+    requests = CounterMetricFamily(f"{prefix}_requests", f"{what} lookups by tier and result",
+                                   labels=["tier", "result"])
+    families = {field: family(f"{prefix}_{name}", help, labels=["tier"])
+                for field, (family, name, help) in fields.items()}
+    for tier, stats in tiers:
+        requests.add_metric([tier, "hit"], stats.hits)
+        requests.add_metric([tier, "miss"], stats.misses)
+        for field, family in families.items():
+            family.add_metric([tier], getattr(stats, field))
+    yield requests
+    yield from families.values()
 
 
 def registry_for(service) -> CollectorRegistry:

@@ -94,7 +94,7 @@ class Ops(BaseModel):
     coverage: Coverage
 
 
-class Tier(BaseModel):
+class BlobTier(BaseModel):
     tier: str
     hits: int
     misses: int
@@ -102,7 +102,11 @@ class Tier(BaseModel):
     entries: int
     bytes: int
     evictions: int
-    integrity_errors: int = Field(description="entries refused as misses: truncated, corrupt, or a bad HMAC")
+    integrity_errors: int = Field(description="entries refused as misses: truncated, corrupt, or a bad HMAC; for "
+                                              "blobs, bytes that did not hash to their digest")
+
+
+class Tier(BlobTier):
     backend_errors: int = Field(description="failures of the tier's backend: Redis unreachable, an I/O error")
     compile_s_saved: float
 
@@ -122,6 +126,9 @@ class Cache(BaseModel):
     interval_s: float = Field(description="seconds between samples")
     tiers: list[Tier]
     history: list[TierHistory]
+    blob_tiers: list[BlobTier] = Field(description="blobs and graph manifests of compiles by digest, per tier")
+    received_bytes: dict[str, int] = Field(description="request bytes received, by RPC")
+    upload_saved_bytes: int = Field(description="bytes of the blobs FindMissingBlobs found here already")
 
 
 class TensorSpec(BaseModel):

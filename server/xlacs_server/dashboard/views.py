@@ -96,18 +96,22 @@ def _coverage(platform_name: str | None) -> models.Coverage:
 
 def cache(dash: Dash) -> models.Cache:
     history = dash.sampler.history()
-    tiers = []
-    for t in dash.service.tiers:
-        s = t.stats
-        lookups = s.hits + s.misses
-        tiers.append(models.Tier(tier=t.tier, hits=s.hits, misses=s.misses,
-                                 hit_rate=s.hits / lookups if lookups else None, entries=s.entries, bytes=s.bytes,
-                                 evictions=s.evictions, integrity_errors=s.rejected,
-                                 backend_errors=s.errors, compile_s_saved=s.compile_ms_saved / 1e3))
-    return models.Cache(interval_s=dash.sampler.interval_s, tiers=tiers, history=[
-        models.TierHistory(tier=t.tier, points=[models.HitRatePoint(time_unix=when, hit_rate=r, lookups=n)
-                                                for when, r, n in hit_rates(history, t.tier)])
-        for t in dash.service.tiers])
+    counters = dash.service.counters
+    return models.Cache(
+        interval_s=dash.sampler.interval_s,
+        tiers=[_tier(models.Tier, t.stats, backend_errors=t.stats.errors,
+                     compile_s_saved=t.stats.compile_ms_saved / 1e3) for t in dash.service.tiers],
+        history=[models.TierHistory(tier=t.tier, points=[models.HitRatePoint(time_unix=when, hit_rate=r, lookups=n)
+                                                         for when, r, n in hit_rates(history, t.tier)])
+                 for t in dash.service.tiers],
+        blob_tiers=[_tier(models.BlobTier, s.stats) for s in dash.service.blobs.stores],
+        received_bytes=dict(sorted(counters.received_bytes.items())), upload_saved_bytes=counters.upload_saved_bytes)
+
+
+def _tier(model, s, **more):
+    lookups = s.hits + s.misses
+    return model(tier=s.tier, hits=s.hits, misses=s.misses, hit_rate=s.hits / lookups if lookups else None,
+                 entries=s.entries, bytes=s.bytes, evictions=s.evictions, integrity_errors=s.rejected, **more)
 
 
 def executables(dash: Dash) -> models.Executables:
