@@ -154,9 +154,10 @@ def test_get_executable_reports_the_prepare_run(client):
     np.testing.assert_allclose(executable(X)[0], fn(X).numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_the_prepare_program_compiles_with_the_daemons_options_and_llvm_optimizations_off():
+def test_the_prepare_program_compiles_with_the_daemons_options_llvm_optimizations_and_fusion_emitters_off():
     options = {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 3}
-    assert prepare_options(options) == {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 0}
+    assert prepare_options(options) == {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 0,
+                                        "xla_cpu_use_fusion_emitters": False}
     assert options["xla_backend_optimization_level"] == 3  # the per-call program keeps the daemon's
 
 
