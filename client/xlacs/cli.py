@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -60,6 +61,7 @@ def _compile(args, client: Client, feeds: dict):
 def _compile_record(executable) -> dict:
     return {"executable_id": executable.id, "cache": executable.cache,
             "stage_ms": {k: round(v, 3) for k, v in executable.stage_ms.items()},
+            "upload": dataclasses.asdict(executable.upload),
             "inputs": executable.input_names, "outputs": executable.output_names}
 
 
@@ -67,7 +69,7 @@ def cmd_compile(args, client: Client) -> dict:
     executable = _compile(args, client, dict(args.feed))
     record = _compile_record(executable)
     if not args.json:
-        print(f"{executable.id}  cache={executable.cache}  " +
+        print(f"{executable.id}  cache={executable.cache}  uploaded={executable.upload.uploaded_bytes}B  " +
               "  ".join(f"{k}={v:.1f}ms" for k, v in executable.stage_ms.items()))
     return record
 

@@ -1,9 +1,8 @@
 """The Python client of xlacs.v1.Compiler."""
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import pathlib
 from typing import Iterable, Mapping, Sequence
 
 import grpc
@@ -11,6 +10,9 @@ import numpy as np
 
 from xlacs import dtypes, tensors
 from xlacs.auth import BearerToken
+from xlacs.digests import FileDigests
+from xlacs.graph_source import GraphSource
+from xlacs.upload import UploadReport, compile_by_digest
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 
 MAX_MESSAGE_BYTES = 2 * 1024 ** 3 - 1
@@ -18,17 +20,6 @@ MAX_MESSAGE_BYTES = 2 * 1024 ** 3 - 1
 # channel connects to one of them at random and keeps it, so that clients spread over the replicas and a
 # client's Compile and Executes reach the same one.
 SERVICE_CONFIG = json.dumps({"loadBalancingConfig": [{"pick_first": {"shuffleAddressList": True}}]})
-
-
-def graph_bytes(graph) -> bytes:
-    """A GraphDef given as a message (ours or TF's), serialized bytes, or a path to a .pb file."""
-    if isinstance(graph, (bytes, bytearray, memoryview)):
-        return bytes(graph)
-    if isinstance(graph, (str, os.PathLike)):
-        return pathlib.Path(graph).read_bytes()
-    if hasattr(graph, "SerializeToString"):
-        return graph.SerializeToString()
-    raise TypeError(f"graph must be a GraphDef, bytes or a path, not {type(graph).__name__}")
 
 
 def _feed_spec(name: str, dtype, shape) -> xlacs_pb2.TensorSpec:
@@ -48,13 +39,18 @@ def _feed_spec(name: str, dtype, shape) -> xlacs_pb2.TensorSpec:
 class Executable:
     """A compiled graph on the server. Call it with numpy arrays in feed order, or a {feed: array} dict.
 
-    It keeps its CompileRequest: a server that does not know the id (another replica behind a load balancer,
-    or one that restarted or evicted it) answers NOT_FOUND, and the executable then compiles again there, a
-    cache hit when the replicas share a Redis, and retries once."""
+    It keeps the graph's digest and where its bytes come from (the path, or the bytes or GraphDef object that
+    was passed), not the bytes: a server that does not know the id (another replica behind a load balancer, or
+    one that restarted or evicted it) answers NOT_FOUND, and the executable then compiles again there by
+    digest, a cache hit when the replicas share a Redis, uploading only what that server lacks, and retries
+    once. `upload` says what its Compile sent of the graph."""
 
-    def __init__(self, client: "Client", response: xlacs_pb2.CompileResponse, request: xlacs_pb2.CompileRequest):
+    def __init__(self, client: "Client", response: xlacs_pb2.CompileResponse, request: xlacs_pb2.CompileRequest,
+                 source: GraphSource, upload: UploadReport):
         self._client = client
         self._request = request
+        self._source = source
+        self.upload = upload
         self.id = response.executable_id
         self.signature = response.signature
         self.stage_ms = dict(response.stage_ms)
@@ -63,6 +59,11 @@ class Executable:
         self.graph_dumps = {d.name: d.pbtxt for d in response.graph_dumps}
         self.input_names = [s.name for s in response.signature.inputs]
         self.output_names = [s.name for s in response.signature.outputs]
+
+    @property
+    def digest(self) -> xlacs_pb2.Digest:
+        """The digest of the GraphDef's bytes."""
+        return self._request.graph_digest
 
     def execute(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
         """Outputs in fetch order."""
@@ -79,8 +80,8 @@ class Executable:
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.NOT_FOUND:
                 raise
-            self.id = request.executable_id = self._client.stub.Compile(
-                self._request, timeout=self._client.timeout).executable_id
+            response, _ = self._client._recompile(self._request, self._source)
+            self.id = request.executable_id = response.executable_id
             response = self._client.stub.Execute(request, timeout=self._client.timeout)
         return [tensors.from_proto(t) for t in response.outputs]
 
@@ -101,17 +102,35 @@ class Client:
             self.channel = grpc.intercept_channel(self.channel, BearerToken(token))
         self.stub = xlacs_pb2_grpc.CompilerStub(self.channel)
         self.timeout = timeout
+        self.file_digests = FileDigests()  # compiling a file again hashes nothing
 
     def compile(self, graph, feeds: Mapping[str, tuple], fetches: Iterable[str], device: str = "",
                 name: str = "", dump_graphs: bool = False) -> Executable:
-        """feeds: {"x:0": (dtype, shape)}; dtype may be a numpy dtype, a name such as "float32", or a tf.DType.
+        """graph: a GraphDef message (ours or TF's), serialized bytes, or a path to a .pb file.
+        feeds: {"x:0": (dtype, shape)}; dtype may be a numpy dtype, a name such as "float32", or a tf.DType.
         A dtype xlacs does not carry (strings, quantized types) raises UnsupportedDType naming the feed.
-        With dump_graphs, Executable.graph_dumps holds the graph after each pass as pbtxt."""
+        The graph travels by digest; its bytes only when the daemon lacks them, and then only the blobs it
+        lacks (Executable.upload). With dump_graphs, Executable.graph_dumps holds the graph after each pass
+        as pbtxt."""
+        source = GraphSource(graph)
         request = xlacs_pb2.CompileRequest(
-            graph_def=graph_bytes(graph), fetches=list(fetches), device=device, graph_name=name,
-            dump_graphs=dump_graphs,
+            fetches=list(fetches), device=device, graph_name=name, dump_graphs=dump_graphs,
             feeds=[_feed_spec(n, d, s) for n, (d, s) in feeds.items()])
-        return Executable(self, self.stub.Compile(request, timeout=self.timeout), request)
+        with source.open(self.file_digests) as (digest, data):
+            request.graph_digest.CopyFrom(digest)
+            response, upload = compile_by_digest(self.stub, request, lambda: contextlib.nullcontext(data),
+                                                 self.timeout)
+        request.ClearField("graph_manifest")
+        return Executable(self, response, request, source, upload)
+
+    def _recompile(self, request: xlacs_pb2.CompileRequest, source: GraphSource
+                        ) -> tuple[xlacs_pb2.CompileResponse, UploadReport]:
+        """Compiles `request` by its digest again, reading `source` only if the daemon lacks the graph."""
+        request = xlacs_pb2.CompileRequest(graph_digest=request.graph_digest, feeds=request.feeds,
+                                           fetches=request.fetches, device=request.device,
+                                           graph_name=request.graph_name)
+        return compile_by_digest(self.stub, request, lambda: source.reopen(self.file_digests, request.graph_digest),
+                                 self.timeout)
 
     def compile_function(self, fn, *input_signature, device: str = "", name: str = "",
                          lower_control_flow: bool = True) -> Executable:
@@ -122,7 +141,7 @@ class Client:
                             name=name or getattr(fn, "__name__", ""))
 
     def check(self, graph, device: str = "") -> xlacs_pb2.CheckGraphResponse:
-        return self.stub.CheckGraph(xlacs_pb2.CheckGraphRequest(graph_def=graph_bytes(graph), device=device),
+        return self.stub.CheckGraph(xlacs_pb2.CheckGraphRequest(graph_def=GraphSource(graph).read(), device=device),
                                     timeout=self.timeout)
 
     def ops(self) -> list[xlacs_pb2.OpLowering]:

@@ -38,6 +38,9 @@ def test_compile_json_reports_cache_tier_and_stages(server, add_pb):
     assert first["executable_id"] == again["executable_id"] and re.fullmatch(r"[0-9a-f]{40}", first["executable_id"])
     assert again["cache"] == "l1" and first["cache"] in ("miss", "l1")
     assert {"parse", "key"} <= set(first["stage_ms"])
+    # The second compile names the graph by digest, and the daemon has it: nothing of the graph is sent.
+    assert again["upload"] == {"uploaded_blobs": 0, "uploaded_bytes": 0, "skipped_blobs": 1,
+                               "skipped_bytes": add_pb.stat().st_size, "sent_whole": False}
 
 
 def test_run_mobilenet_v2_writes_tf_outputs(server, tmp_path):

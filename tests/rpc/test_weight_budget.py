@@ -26,7 +26,9 @@ def checkpoint(seed: int):
 
 def test_weight_sets_are_bounded_by_bytes_least_recently_used_first(tmp_path):
     checkpoints = [checkpoint(seed) for seed in range(24)]
+    # The graphs' blobs (their weights as uploaded, docs/cache.md) have a bound of their own: 4 sets' worth here.
     daemon = DaemonProcess(tmp_path / "serve.log", {"XLACS_MAX_WEIGHT_BYTES": str(int(3.5 * SET_BYTES)),
+                                                    "XLACS_BLOB_MEMORY_BYTES": str(4 * SET_BYTES),
                                                     "XLACS_CACHE_DIR": ""})
     try:
         with daemon.client(timeout=120) as client:
