@@ -15,6 +15,10 @@ def _ms(value: float | None) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
+def _bytes(n: float) -> str:
+    return f"{n / MB:.1f} MB" if n >= MB else f"{n / 1024:.1f} kB" if n >= 1024 else f"{n:.0f} B"
+
+
 def _ratio(a: float | None, b: float | None) -> str:
     return "—" if a is None or b is None or not b else f"{a / b:.2f}×"
 
@@ -55,6 +59,35 @@ def _compile(results: dict) -> list[str]:
             "Server-side stages of the last round (ms; `load` is the Redis read and deserialization, `prepare` "
             "the run of the weight-only program when the weights are bound):", "",
             *_table(["Model", "tier", *goals.STAGES], stage_rows, align_first=2), *_first_calls(results)]
+
+
+def _compile_by_digest(results: dict) -> list[str]:
+    if "compile_by_digest" not in results:
+        return []
+    d = results["compile_by_digest"]
+    med, cold = d["median"], d["median"]["cold"]["ms"]
+    labels = {"cold": "cold compile (first client, uploads the graph)",
+              "new_client": "repeat, by a new client reading the file", "same_client": "repeat, by the same client",
+              "replica": "a fresh replica sharing the Redis, new client", "checkpoint": "second checkpoint"}
+    rows = [[text, _ms(med[label]["ms"]), _ratio(med[label]["ms"], cold), _bytes(med[label]["sent_bytes"]),
+             med[label]["cache"]] for label, text in labels.items()]
+    checkpoint = d["rounds"][-1]["checkpoint"]
+    skeleton = (f" and its skeleton, {d['changed_skeleton_bytes'] / MB:.2f} MB (TensorFlow wrote some node's "
+                "attrs in another order)" if d["changed_skeleton_bytes"] else "")
+    return ["## Compile by digest (ms)", "",
+            f"{d['model']}'s frozen GraphDef ({d['graph_bytes'] / MB:.1f} MB: a {d['skeleton_bytes'] / MB:.2f} MB "
+            f"skeleton and {d['cuts']} tensors) compiled from its file by `Client.compile`, client wall time; "
+            f"medians of {len(d['rounds'])} round(s) ({d['started']} to {d['finished']}), {d['repeats']} repeats "
+            "each. Each round starts an `xlacs serve` on an emptied Redis, compiles cold, then repeats with a "
+            "new client (a fresh `Client`: it hashes the file, then compiles by digest) and with that same "
+            "client again (it remembers the file's digest), then compiles a second checkpoint on that daemon, "
+            "then compiles with a new client on a second fresh `xlacs serve` that shares the Redis. *Sent* is "
+            "the request bytes the daemon received for the compile, every RPC (GetStats.received_bytes). A new "
+            f"client's hash of the file alone takes {med['hash_ms']:.0f} ms (file in the page cache).", "",
+            *_table(["Compile", "ms", "× cold", "sent", "tier"], rows),
+            f"The second checkpoint retrains {', '.join(d['retrained'])}: {d['changed_tensor_bytes'] / MB:.2f} MB "
+            f"of changed tensors{skeleton}. Its compile ran {checkpoint['compiles']} XLA compile(s); its output "
+            f"differs from TensorFlow's by {checkpoint['max_relative_error_vs_tf']:.0e} of the output's scale.", ""]
 
 
 def _first_calls(results: dict) -> list[str]:
@@ -220,6 +253,7 @@ def render(results: dict) -> str:
              f"Models: {models}, frozen with re-scaled weights (activations of order 1) and fed the same input "
              "by every peer. The machine is shared and noisy: runs differ by 30% or more, so read ratios "
              "measured side by side, not bare times.", "",
-             *_goals(results), *goals.analysis(results), *_compile(results), *_execute(results), *_tiny(results),
+             *_goals(results), *goals.analysis(results), *_compile(results), *_compile_by_digest(results),
+             *_execute(results), *_tiny(results),
              *_transfer(results), *_throughput(results), *_scaling(results), *_profiles(results)]
     return "\n".join(lines).rstrip() + "\n"
