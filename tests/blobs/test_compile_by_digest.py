@@ -172,3 +172,10 @@ def test_without_redis_blobs_and_manifests_are_shared_through_the_directory(repl
     assert (loaded.cache, loaded.executable_id) == ("disk", compiled.executable_id)
     assert tiers(fresh.GetStats(xlacs_pb2.GetStatsRequest()))["disk"].hits == 1 + len(graph.blobs)
     assert_close(execute(fresh, loaded.executable_id), graph.want)
+
+
+def test_a_graph_digest_over_max_graph_bytes_is_refused_before_anything_is_read(replica, graph):
+    _, stub = replica(max_graph_bytes=graph.digest.size_bytes - 1)
+    code, message, _ = failure(lambda: stub.Compile(graph.request(with_manifest=True)))
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_graph_bytes" in message, message
+    assert stub.GetStats(xlacs_pb2.GetStatsRequest()).blob_tiers[0].misses == 0

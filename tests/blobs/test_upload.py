@@ -86,3 +86,11 @@ def test_a_blob_over_max_graph_bytes_is_refused_at_its_first_chunk(replica):
                                 offset=0, data=data[:10])
     code, message, _ = failure(lambda: stub.UploadBlobs(iter([chunk])))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_graph_bytes=1000" in message, message
+
+
+def test_find_missing_blobs_asks_about_at_most_max_graph_nodes_digests(replica, graph):
+    _, stub = replica(max_graph_nodes=2)
+    code, message, _ = failure(lambda: stub.FindMissingBlobs(xlacs_pb2.FindMissingBlobsRequest(
+        digests=graph.digests())))
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "asks about 3 digests" in message, message
+    assert "max_graph_nodes=2" in message
