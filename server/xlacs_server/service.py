@@ -12,6 +12,7 @@ import time
 from typing import Callable
 
 import numpy as np
+from xlacs.v1 import xlacs_pb2
 
 from xlacs_server import metrics
 from xlacs_server import passes  # noqa: F401  (registers the passes)
@@ -54,7 +55,7 @@ class CompileSpec:
     device: str = ""
     graph_name: str = ""
     graph_digest: Digest | None = None
-    graph_manifest: object | None = None
+    graph_manifest: xlacs_pb2.GraphManifest | None = None
 
 
 @dataclasses.dataclass

@@ -54,9 +54,9 @@ def test_bytes_sent_with_their_digest_are_kept_for_compiles_by_digest(replica, g
     _, fresh = replica()
     assert fresh.Compile(graph.request()).executable_id == sent.executable_id
     wrong = two_layers(seed=3).digest
-    code, message, _ = failure(lambda: first.Compile(graph.request(graph_def=graph.graph_def)
-                                                     .__class__(graph_def=graph.graph_def, graph_digest=wrong,
-                                                                fetches=graph.fetches)))
+    request = graph.request(graph_def=graph.graph_def)
+    request.graph_digest.CopyFrom(wrong)
+    code, message, _ = failure(lambda: first.Compile(request))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and f"not graph_digest {wrong.hash}" in message, message
 
 

@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple, Protocol
 
-from xlacs.v1 import xlacs_pb2
 from google.protobuf.message import DecodeError
+from xlacs.v1 import xlacs_pb2
 
 from xlacs_server.cache.entry import RejectedEntry
 from xlacs_server.cache.memory import MemoryBlobs
