@@ -1,6 +1,7 @@
 """Average pooling divides by how many input elements each window covers; those counts are computed at lowering
 time, so XLA is not left to constant-fold a reduce_window over a constant (InceptionV3's cold compile: 128 s
-with the fold, 9 s without, on this machine)."""
+with the fold, 9 s without, on this machine). XLA:CPU's 2-D AvgPool sums shifted slices (lower/ops/cpu.py), so
+there no reduce_window is left at all; the 3-D one runs the generic rule's."""
 import pytest
 import tensorflow as tf
 
@@ -14,11 +15,11 @@ raw = tf.raw_ops
     ((1, 3, 2, 1), (1, 2, 3, 1), "SAME", (2, 8, 9, 3)),  # windows reach into the padding along H only
     ((1, 2, 2, 1), (1, 2, 2, 1), "VALID", (1, 8, 8, 4)),
 ])
-def test_avg_pool_reduces_one_window_per_call_and_matches_tf(client, server, ksize, strides, padding, shape):
+def test_avg_pool_reduces_no_window_and_matches_tf(client, server, ksize, strides, padding, shape):
     executable = compile_and_compare(client, lambda x: raw.AvgPool(value=x, ksize=ksize, strides=strides,
                                                                     padding=padding), [rand(shape)])
     stablehlo = server.service.loaded(executable.id).executable.stablehlo
-    assert stablehlo.count("stablehlo.reduce_window") == 1, "the window counts must not be a reduce_window"
+    assert "stablehlo.reduce_window" not in stablehlo, "the window counts must not be a reduce_window"
 
 
 def test_avg_pool_3d_counts(client, server):

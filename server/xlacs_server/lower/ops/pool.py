@@ -46,12 +46,13 @@ def lowest(dtype):
 
 # Window reductions take numpy init values: JAX recognizes a concrete (add, 0) or (max, lowest) as a
 # differentiable, transposable reduce_window_sum/max, which the gradients need.
-def max_pool(x, ksize, strides, pads):
-    return lax.reduce_window(x, np.array(lowest(x.dtype), x.dtype), lax.max, ksize, strides, pads)
+# `reduce_window` is lax.reduce_window or a platform's equivalent (lower/ops/cpu.py).
+def max_pool(x, ksize, strides, pads, reduce_window=lax.reduce_window):
+    return reduce_window(x, np.array(lowest(x.dtype), x.dtype), lax.max, ksize, strides, pads)
 
 
-def avg_pool(x, ksize, strides, pads):
-    total = lax.reduce_window(x, np.zeros((), x.dtype), lax.add, ksize, strides, pads)
+def avg_pool(x, ksize, strides, pads, reduce_window=lax.reduce_window):
+    total = reduce_window(x, np.zeros((), x.dtype), lax.add, ksize, strides, pads)
     return total / window_counts(x.shape, ksize, strides, pads).astype(x.dtype)
 
 
