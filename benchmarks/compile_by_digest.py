@@ -11,7 +11,7 @@ import statistics
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.models import BUILDERS, Model, tiny_add
+from benchmarks.models import Model, tiny_add
 from benchmarks.processes import RedisServer, ServeProcess, redis_env
 from benchmarks.timing import timed_result
 from tests.models.keras_models import frozen_keras
@@ -23,22 +23,22 @@ SHAPE = (1, 224, 224, 3)
 RETRAINED = ("conv5_block3_2_conv", "conv5_block3_3_conv", "predictions")
 
 
-def checkpoint(model: Model) -> tuple[Model, np.ndarray]:
-    """The same Keras model frozen with the layers of RETRAINED changed (weights scaled by 1 + N(0, 0.1)), and
+def checkpoint(model: Model, shape: tuple, retrained: tuple[str, ...]) -> tuple[Model, np.ndarray]:
+    """The same Keras model frozen with the layers `retrained` changed (weights scaled by 1 + N(0, 0.1)), and
     TensorFlow's output on the model's input. The Keras model, which tests/models caches, gets its weights back."""
-    _, keras_model = frozen_keras(MODEL, SHAPE)
-    saved = {name: keras_model.get_layer(name).get_weights() for name in RETRAINED}
+    _, keras_model = frozen_keras(model.name, shape)
+    saved = {name: keras_model.get_layer(name).get_weights() for name in retrained}
     rng = np.random.default_rng(16)
     try:
         for name, weights in saved.items():
             keras_model.get_layer(name).set_weights(
                 [w * (1 + rng.normal(0, 0.1, w.shape)).astype(w.dtype) for w in weights])
-        frozen = freeze(tf.function(lambda x: keras_model(x, training=False)), tf.TensorSpec(SHAPE, tf.float32))
+        frozen = freeze(tf.function(lambda x: keras_model(x, training=False)), tf.TensorSpec(shape, tf.float32))
         expected = keras_model(model.inputs[0], training=False).numpy()
     finally:
         for name, weights in saved.items():
             keras_model.get_layer(name).set_weights(weights)
-    return Model(f"{MODEL} checkpoint 2", frozen, model.inputs), expected
+    return Model(f"{model.name} checkpoint 2", frozen, model.inputs), expected
 
 
 def changed_bytes(old: bytes, new: bytes) -> tuple[int, int]:
@@ -108,16 +108,19 @@ def _round(directory: pathlib.Path, redis_server: RedisServer, paths: dict, mode
     return row
 
 
-def measure(directory: pathlib.Path, redis_server: RedisServer, rounds: int, repeats: int) -> dict:
-    first = BUILDERS[MODEL]()
-    second, expected = checkpoint(first)
-    paths = {"first": directory / f"{MODEL}.pb", "second": directory / f"{MODEL}-checkpoint-2.pb"}
+def measure(directory: pathlib.Path, redis_server: RedisServer, rounds: int, repeats: int, model: str = MODEL,
+            shape: tuple = SHAPE, retrained: tuple[str, ...] = RETRAINED) -> dict:
+    """`model`, a Keras application at input `shape`, and its checkpoint with the layers `retrained` changed."""
+    frozen, _ = frozen_keras(model, shape)
+    first = Model(model, frozen, [np.random.default_rng(1).uniform(-1, 1, shape).astype(np.float32)])
+    second, expected = checkpoint(first, shape, retrained)
+    paths = {"first": directory / f"{model}.pb", "second": directory / f"{model}-checkpoint-2.pb"}
     paths["first"].write_bytes(first.frozen.graph_def)
     paths["second"].write_bytes(second.frozen.graph_def)
     tensors, skeleton = changed_bytes(first.frozen.graph_def, second.frozen.graph_def)
     split = manifest.split(first.frozen.graph_def)
-    results = {"model": MODEL, "graph_bytes": len(first.frozen.graph_def), "skeleton_bytes": len(split.skeleton),
-               "cuts": len(split.cuts), "retrained": list(RETRAINED), "changed_tensor_bytes": tensors,
+    results = {"model": model, "graph_bytes": len(first.frozen.graph_def), "skeleton_bytes": len(split.skeleton),
+               "cuts": len(split.cuts), "retrained": list(retrained), "changed_tensor_bytes": tensors,
                "changed_skeleton_bytes": skeleton, "repeats": repeats,
                "rounds": [_round(directory, redis_server, paths, {"first": first, "second": second}, expected,
                                  repeats) for _ in range(rounds)]}
