@@ -145,7 +145,7 @@ class ServiceCollector:
         })
         c = self.service.counters
         received = CounterMetricFamily("xlacs_received_bytes", "Request bytes received, by RPC", labels=["rpc"])
-        for rpc, size in sorted(c.received_bytes.items()):
+        for rpc, size in c.received().items():
             received.add_metric([rpc], size)
         yield received
         yield CounterMetricFamily("xlacs_upload_saved_bytes", "Bytes of the blobs FindMissingBlobs found here "

@@ -133,6 +133,11 @@ class Counters:
         with self._lock:
             self.received_bytes[rpc] += size
 
+    def received(self) -> dict[str, int]:
+        """Request bytes received by RPC, as of now (a new RPC may be added while a reader iterates)."""
+        with self._lock:
+            return dict(sorted(self.received_bytes.items()))
+
 
 class CompilationService:
     def __init__(self, settings: Settings):

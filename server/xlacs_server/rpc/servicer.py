@@ -86,7 +86,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         tiers = [xlacs_pb2.TierStats(**vars(t.stats)) for t in self.service.tiers]
         blob_tiers = [xlacs_pb2.TierStats(**vars(s.stats)) for s in self.service.blobs.stores]
         return xlacs_pb2.Stats(
-            tiers=tiers, blob_tiers=blob_tiers, received_bytes=c.received_bytes,
+            tiers=tiers, blob_tiers=blob_tiers, received_bytes=c.received(),
             upload_saved_bytes=c.upload_saved_bytes, compiles=c.compiles, executes=c.executes, errors=c.errors,
             uptime_s=time.time() - c.started, version=version.VERSION,
             devices=[xlacs_pb2.Device(name=d.name, platform=d.platform, kind=d.kind) for d in self.service.devices.all])
