@@ -11,16 +11,18 @@ An option set is NAME=ITEM;ITEM with ITEMs as XLACS_XLA_OPTIONS spells them (a v
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pathlib
 import tempfile
 import time
+from typing import Callable
 
 import numpy as np
 
 from benchmarks import models
-from benchmarks.peers import TF_GRAPH
-from benchmarks.peers.files import write_graph_files
+from benchmarks.peers import TF_GRAPH, Call
+from benchmarks.peers.files import GraphFiles, write_graph_files
 from benchmarks.peers.remote import PeerProcess
 from benchmarks.peers.xlacs_program import build_with
 from benchmarks.timing import calls_for
@@ -37,16 +39,17 @@ def largest_error(outputs, reference) -> float:
     return max(float(np.abs(np.asarray(a) - b).max() / np.abs(b).max()) for a, b in zip(outputs, reference))
 
 
-def measure(model: models.Model, directory: pathlib.Path, tf: PeerProcess, option_sets: dict[str, tuple[str, ...]],
-            rounds: int, seconds: float) -> dict:
+def measure(model: models.Model, directory: pathlib.Path, tf: PeerProcess,
+            builds: dict[str, Callable[[GraphFiles], Call]], rounds: int, seconds: float) -> dict:
+    """Each of `builds` (name -> how to build the program of a graph) against TF graph mode, interleaved."""
     graph = write_graph_files(directory / model.name, model.frozen.graph_def, model.frozen.feeds,
                               model.frozen.fetches, model.inputs)
     tf.ready(graph)
     reference = tf.outputs(graph)
     calls, result = {}, {}
-    for name, items in option_sets.items():
+    for name, build in builds.items():
         start = time.perf_counter()
-        call = build_with(graph, Settings(cache_dir="", xla_options=items))
+        call = build(graph)
         result[name] = {"cold_ms": (time.perf_counter() - start) * 1e3,
                         "error": largest_error(call(*model.inputs), reference)}
         calls[name] = call
@@ -70,13 +73,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--seconds", type=float, default=0.25)
     args = parser.parse_args()
-    option_sets = dict(map(option_set, args.options))
+    builds = {name: functools.partial(build_options, items) for name, items in map(option_set, args.options)}
+    report(args.models.split(","), builds, args.rounds, args.seconds)
+
+
+def build_options(items: tuple[str, ...], graph: GraphFiles) -> Call:
+    return build_with(graph, Settings(cache_dir="", xla_options=items))
+
+
+def report(model_names: list[str], builds: dict[str, Callable[[GraphFiles], Call]], rounds: int,
+           seconds: float) -> None:
+    """Measures every model, one line each as it goes, then the JSON summary."""
     summary = {}
     with tempfile.TemporaryDirectory(prefix="xlacs-cpu-options-") as tmp:
         tf = PeerProcess(TF_GRAPH, pathlib.Path(tmp))
         try:
-            for model in models.build(args.models.split(",")):
-                summary[model.name] = measure(model, pathlib.Path(tmp), tf, option_sets, args.rounds, args.seconds)
+            for model in models.build(model_names):
+                summary[model.name] = measure(model, pathlib.Path(tmp), tf, builds, rounds, seconds)
                 print(model.name, " ".join(f"{name} {r['p50_ms']:.1f} ms" + (f" ({r['vs_tf_graph']:.2f}x)"
                                                                             if "vs_tf_graph" in r else "")
                                            for name, r in summary[model.name].items()), flush=True)
