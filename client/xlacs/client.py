@@ -123,8 +123,8 @@ class Client:
         request.ClearField("graph_manifest")
         return Executable(self, response, request, source, upload)
 
-    def _recompile(self, request: xlacs_pb2.CompileRequest, source: GraphSource
-                        ) -> tuple[xlacs_pb2.CompileResponse, UploadReport]:
+    def _recompile(self, request: xlacs_pb2.CompileRequest,
+                   source: GraphSource) -> tuple[xlacs_pb2.CompileResponse, UploadReport]:
         """Compiles `request` by its digest again, reading `source` only if the daemon lacks the graph."""
         request = xlacs_pb2.CompileRequest(graph_digest=request.graph_digest, feeds=request.feeds,
                                            fetches=request.fetches, device=request.device,

@@ -15,7 +15,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from xlacs_server import metrics
-from xlacs_server.errors import XlacsError
+from xlacs_server.errors import MissingBlobs, XlacsError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,8 @@ class ErrorInterceptor(grpc.ServerInterceptor):
             message = f"internal error in {method}{what}; request id {request_id} (see the server log)"
             details = error.details() if isinstance(error, XlacsError) else []
         message = _truncated(message)
-        self._record(method, code, message, request_id)
+        if not isinstance(error, MissingBlobs):  # a step of Compile by digest (the client uploads), not a failure
+            self._record(method, code, message, request_id)
         status = status_pb2.Status(code=code.value[0], message=message, details=[
             _packed(d) for d in [*details, error_details_pb2.RequestInfo(request_id=request_id)]])
         context.abort_with_status(rpc_status.to_status(status))
