@@ -179,3 +179,19 @@ def test_a_graph_digest_over_max_graph_bytes_is_refused_before_anything_is_read(
     code, message, _ = failure(lambda: stub.Compile(graph.request(with_manifest=True)))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_graph_bytes" in message, message
     assert stub.GetStats(xlacs_pb2.GetStatsRequest()).blob_tiers[0].misses == 0
+
+
+def test_a_planted_directory_blob_or_link_is_a_miss(replica, graph, tmp_path):
+    _, first = replica(redis_url="", cache_dir=str(tmp_path))
+    upload(first, graph.blobs)
+    first.Compile(graph.request(with_manifest=True))
+    (changed, data), (linked, _) = list(graph.blobs.items())[1:3]
+    (tmp_path / "blobs" / f"blob.{changed[0]}-{changed[1]}.xce").write_bytes(data[::-1])
+    link = tmp_path / "blobs" / f"blob.{linked[0]}-{linked[1]}.xce"
+    link.unlink()
+    link.symlink_to(tmp_path / "blobs" / f"blob.{changed[0]}-{changed[1]}.xce")
+    _, fresh = replica(redis_url="", cache_dir=str(tmp_path))
+    code, _, missing = failure(lambda: fresh.Compile(graph.request()))
+    assert code == grpc.StatusCode.NOT_FOUND and set(missing) == {changed, linked}
+    assert tiers(fresh.GetStats(xlacs_pb2.GetStatsRequest()))["disk"].rejected == 2
+    assert not link.exists() and not link.is_symlink()

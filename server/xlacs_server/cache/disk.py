@@ -163,11 +163,14 @@ class DiskBlobs:
         self.store.put(name, data)
 
     def delete(self, name: str, size: int | None) -> None:
-        self.store._path(name).unlink(missing_ok=True)
+        try:
+            self.store._path(name).unlink(missing_ok=True)
+        except OSError as e:
+            self.store._failed("delete", name, e)
 
 
 def _is_file(path: pathlib.Path) -> bool:
     try:
         return stat.S_ISREG(path.lstat().st_mode)
-    except FileNotFoundError:
+    except OSError:  # not there, or not readable: missing either way
         return False
