@@ -38,7 +38,7 @@ def prepare_options(options: dict[str, xla_options.Value]) -> dict[str, xla_opti
     """The options the prepare program compiles with: the daemon's, with LLVM's optimizations off and XLA:CPU's
     older elemental emitters instead of its MLIR fusion emitters. It runs once per weight set, hundreds of small
     elementwise fusions over the weights, and each fusion costs the MLIR emitters a fixed compile time: the
-    elemental ones compile it with 2-3.5x less CPU time on the Keras CNNs, to the same values, and it runs as fast
+    elemental ones compile it with 1.2-3.6x less CPU time on the Keras CNNs, to the same values, and it runs as fast
     (docs/performance.md, Cold compile)."""
     return {**options, "xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
