@@ -197,6 +197,9 @@ class CompilationService:
         if spec.graph_digest.size > self.settings.max_graph_bytes:
             raise LimitExceeded(f"graph_digest names a graph of {spec.graph_digest.size} bytes", "max_graph_bytes",
                                 self.settings.max_graph_bytes)
+        if spec.graph_manifest is not None and len(spec.graph_manifest.cuts) > self.settings.max_graph_nodes:
+            raise LimitExceeded(f"graph_manifest has {len(spec.graph_manifest.cuts)} cuts", "max_graph_nodes",
+                                self.settings.max_graph_nodes)
         if spec.graph_def:
             graphs.register(self.blobs, spec.graph_digest, spec.graph_def, spec.graph_manifest)
             return spec.graph_def

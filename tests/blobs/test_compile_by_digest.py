@@ -174,10 +174,12 @@ def test_without_redis_blobs_and_manifests_are_shared_through_the_directory(repl
     assert_close(execute(fresh, loaded.executable_id), graph.want)
 
 
-def test_a_graph_digest_over_max_graph_bytes_is_refused_before_anything_is_read(replica, graph):
-    _, stub = replica(max_graph_bytes=graph.digest.size_bytes - 1)
+@pytest.mark.parametrize("setting", ["max_graph_bytes", "max_graph_nodes"])
+def test_a_graph_over_the_limits_is_refused_before_anything_is_read(replica, graph, setting):
+    limit = graph.digest.size_bytes - 1 if setting == "max_graph_bytes" else len(graph.manifest.cuts) - 1
+    _, stub = replica(**{setting: limit})
     code, message, _ = failure(lambda: stub.Compile(graph.request(with_manifest=True)))
-    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_graph_bytes" in message, message
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and f"{setting}={limit}" in message, message
     assert stub.GetStats(xlacs_pb2.GetStatsRequest()).blob_tiers[0].misses == 0
 
 
