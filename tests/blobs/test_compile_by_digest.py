@@ -197,3 +197,16 @@ def test_a_planted_directory_blob_or_link_is_a_miss(replica, graph, tmp_path):
     assert code == grpc.StatusCode.NOT_FOUND and set(missing) == {changed, linked}
     assert tiers(fresh.GetStats(xlacs_pb2.GetStatsRequest()))["disk"].rejected == 2
     assert not link.exists() and not link.is_symlink()
+
+
+def test_a_repeat_whose_binding_was_evicted_binds_again_from_the_tiers(replica, graph):
+    _, stub = replica(max_loaded=1)
+    other = two_layers(seed=9, second=2.0)
+    upload(stub, {**graph.blobs, **other.blobs})
+    first = stub.Compile(graph.request(with_manifest=True))
+    stub.Compile(other.request(with_manifest=True))  # the only binding now: the first one went
+    again = stub.Compile(graph.request())
+    assert (again.executable_id, again.cache) == (first.executable_id, "l1")
+    assert {"resolve", "parse", "bind"} <= set(again.stage_ms)  # put together from the blobs and bound again
+    assert_close(execute(stub, again.executable_id), graph.want)
+    assert set(stub.Compile(graph.request()).stage_ms) == {"resolve"}
