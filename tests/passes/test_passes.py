@@ -1,6 +1,8 @@
 """Each pass on small before/after graphs, and the registry's ordering."""
+import jax
 import numpy as np
 import pytest
+from jax._src.dispatch import BACKEND_COMPILE_EVENT
 
 import xlacs_server.service  # noqa: F401  (registers passes and lowerings)
 from tests.graphs import GraphBuilder
@@ -95,6 +97,29 @@ def test_constant_fold_folds_shape_arithmetic_but_not_balloons():
     assert graph.nodes["prod"].op == "Const" and graph.nodes["prod"].attrs["value"] == 12
     assert graph.nodes["big"].op == "Fill"  # 4 MiB from 12 bytes: not folded
     assert graph.nodes["flat"].op == "Reshape"
+
+
+def test_constant_fold_folds_shape_ops_with_numpy_without_an_xla_compile():
+    # jax.numpy would compile each op for each new shape (EfficientNetB0's squeeze-excite Squeezes: 8 compiles).
+    b = GraphBuilder()
+    value = np.arange(7 * 5, dtype=np.float32).reshape(1, 7, 1, 5)
+    b.const("c", value)
+    b.node("squeezed", "Squeeze", "c", T=np.dtype(np.float32), squeeze_dims=[0, 2])
+    b.const("dim", np.int32(-1))
+    b.node("expanded", "ExpandDims", "squeezed", "dim", T=np.dtype(np.float32), Tdim=np.dtype(np.int32))
+    b.const("perm", np.array([2, 0, 1], np.int32))
+    b.node("transposed", "Transpose", "expanded", "perm", T=np.dtype(np.float32), Tperm=np.dtype(np.int32))
+    compiles = []
+    listener = lambda event, duration, **kwargs: compiles.append(event) if event == BACKEND_COMPILE_EVENT else None
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        graph = constant_fold.constant_fold(b.graph([], ["transposed:0"]))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    folded = graph.nodes["transposed"]
+    assert folded.op == "Const" and folded.attrs["value"].dtype == np.float32
+    np.testing.assert_array_equal(folded.attrs["value"], value.reshape(7, 5, 1).transpose(2, 0, 1))
+    assert compiles == []
 
 
 def test_cse_merges_equal_nodes_only():

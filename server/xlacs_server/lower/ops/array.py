@@ -8,6 +8,8 @@ from jax import lax
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.lower import dtypes as D, limits
 from xlacs_server.lower.checks import InvalidArgument, Unimplemented, check_dtype
+from xlacs_server.lower.context import is_constant
+from xlacs_server.lower.engine import FOLD_MAX_ELEMENTS
 from xlacs_server.lower.registry import register_op
 
 
@@ -22,6 +24,12 @@ def scalar(value, name: str):
     if value.size != 1 or value.ndim > 1:
         raise InvalidArgument(f"input {name!r} must be a scalar, but has shape {list(value.shape)}", input=name)
     return value.reshape(())
+
+
+def host_or_traced(x):
+    """numpy for a constant the engine folds on the host, jax.numpy otherwise: a shape op folded with numpy
+    compiles nothing, where jax.numpy compiles each op for each new shape (docs/performance.md, Cold compile)."""
+    return np if is_constant(x) and x.size <= FOLD_MAX_ELEMENTS else jnp
 
 
 def sizes(value, name: str, *, inferred: bool = False) -> tuple[int, ...]:
@@ -144,7 +152,7 @@ def reshape(ctx, tensor, shape, *, T, Tshape):
 
 @register_op("Transpose", constant_inputs=("perm",))
 def transpose(ctx, x, perm, *, T, Tperm):
-    return [jnp.transpose(x, permutation(x, perm, Tperm))]
+    return [host_or_traced(x).transpose(x, permutation(x, perm, Tperm))]
 
 
 def permutation(x, perm, Tperm) -> tuple[int, ...]:
@@ -171,7 +179,7 @@ def squeeze(ctx, x, *, T, squeeze_dims):
         if not -rank <= dim < rank or x.shape[dim] != 1:
             raise InvalidArgument(f"squeeze_dims={list(squeeze_dims)}: dimension {dim} of 'x', shape "
                                   f"{list(np.shape(x))}, is not one of size 1", attr="squeeze_dims")
-    return [jnp.squeeze(x, axis=tuple(squeeze_dims) or None)]
+    return [host_or_traced(x).squeeze(x, axis=tuple(squeeze_dims) or None)]
 
 
 @register_op("ExpandDims", constant_inputs=("dim",))
@@ -180,7 +188,7 @@ def expand_dims(ctx, x, dim, *, T, Tdim):
     if np.size(dim) != 1 or not -np.ndim(x) - 1 <= int(dim.reshape(-1)[0]) <= np.ndim(x):
         raise InvalidArgument(f"input 'dim' holds {dim.tolist()}: it must be one value in [{-np.ndim(x) - 1}, "
                               f"{np.ndim(x)}] for 'x' of shape {list(np.shape(x))}", input="dim")
-    return [jnp.expand_dims(x, int(dim.reshape(-1)[0]))]
+    return [host_or_traced(x).expand_dims(x, int(dim.reshape(-1)[0]))]
 
 
 @register_op("Bitcast", dtypes=D.NUMERIC)
