@@ -45,13 +45,3 @@ def test_batch_norms_run_in_the_prepare_program(server, client, name):
     compiled = server.service.loaded(executable.id).executable
     assert "rsqrt" in compiled.prepare.stablehlo and "rsqrt" not in compiled.stablehlo
     assert len(compiled.prepare.call_params) < len(compiled.params) // 10  # nearly every weight is prepared
-
-
-def test_resnet50_sibling_convolutions_merge(server, client):
-    """The first block of each of ResNet50's four stages reads its input with two 1x1 convolutions (the shortcut
-    and the branch): merge_sibling_convolutions makes them one, over kernels concatenated by the prepare program."""
-    frozen, _ = frozen_keras("ResNet50", CNNS["ResNet50"])
-    executable = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches, name="ResNet50")
-    compiled = server.service.loaded(executable.id).executable
-    assert compiled.stablehlo.count("stablehlo.convolution") == 53 - 4
-    assert compiled.prepare.stablehlo.count("stablehlo.concatenate") >= 4

@@ -19,7 +19,6 @@ PIPELINE = [
     ("OPTIMIZATION", "mark_for_compilation"), ("OPTIMIZATION", "remove_identities"), ("OPTIMIZATION", "constant_fold"),
     ("OPTIMIZATION", "cse"), ("OPTIMIZATION", "dce"),
     ("PRE_LOWERING", "infer_shapes"), ("PRE_LOWERING", "fold_batch_norm"),
-    ("PRE_LOWERING", "merge_sibling_convolutions"),
 ]
 
 

@@ -20,7 +20,6 @@ import numpy as np
 
 from xlacs_server.graph.ir import Endpoint, Graph, Node
 from xlacs_server.graph.op_defs import default_attrs
-from xlacs_server.passes.new_nodes import NewNodes
 from xlacs_server.passes.registry import Grouping, register_pass
 from xlacs_server.unit.weights import weight_only
 
@@ -127,8 +126,15 @@ def _rewrite(nodes: dict[str, Node], fold: _Fold) -> None:
     under the BatchNorm's name, so that its readers read the folded output."""
     root, conv, t = fold.root, fold.conv, {"T": fold.dtype}
 
-    add = NewNodes(nodes, f"{root.name}/folded/", conv.device)
-    const = add.const
+    def add(suffix: str, op: str, inputs: list[Endpoint], attrs: dict) -> Endpoint:
+        name = f"{root.name}/folded/{suffix}"
+        while name in nodes:  # a graph may use any name
+            name += "_"
+        nodes[name] = Node(name, op, inputs, [], attrs, conv.device)
+        return Endpoint(name)
+
+    def const(suffix: str, value: np.ndarray) -> Endpoint:
+        return add(suffix, "Const", [], {"value": value, "dtype": value.dtype})
 
     def reshape(suffix: str, x: Endpoint, shape: tuple[int, ...]) -> Endpoint:
         return add(suffix, "Reshape", [x, const(f"{suffix}/shape", np.asarray(shape, np.int32))],
