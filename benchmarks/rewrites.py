@@ -4,7 +4,10 @@ lowers it, or a pass, left out of the pipeline), and TF graph mode, in one run. 
 process with the default settings; turns interleave as in benchmarks/xla_cpu_options.py.
 
     .venv/bin/python -m benchmarks.rewrites --models InceptionV3,ResNet50 \
-        --without pools=MaxPool,MaxPoolV2,AvgPool merge=merge_sibling_convolutions [--rounds 25 --seconds 0.25]
+        --without again= pools=MaxPool,MaxPoolV2,AvgPool fold=fold_batch_norm [--rounds 25 --seconds 0.25]
+
+A variant without any rewrite (`again=`) is the default program once more: how far apart two copies of one
+program come out is the noise of the run.
 """
 from __future__ import annotations
 
@@ -51,7 +54,7 @@ def main() -> None:
     builds = {"default": functools.partial(build_without, ())}
     for spec in args.without:
         name, _, rewrites = spec.partition("=")
-        builds[name] = functools.partial(build_without, tuple(rewrites.split(",")))
+        builds[name] = functools.partial(build_without, tuple(r for r in rewrites.split(",") if r))
     report(args.models.split(","), builds, args.rounds, args.seconds)
 
 

@@ -54,10 +54,11 @@ def measure(model: models.Model, directory: pathlib.Path, tf: PeerProcess,
                         "error": largest_error(call(*model.inputs), reference)}
         calls[name] = call
     samples = {TF_GRAPH: [], **{name: [] for name in calls}}
-    for _ in range(rounds):
+    names = list(calls)
+    for turn in range(rounds):
         samples[TF_GRAPH] += tf.turn(graph, seconds, 3)
-        for name, call in calls.items():
-            samples[name] += calls_for(lambda: call(*model.inputs), seconds, 3)
+        for name in names[turn % len(names):] + names[:turn % len(names)]:  # each takes each place in turn
+            samples[name] += calls_for(lambda: calls[name](*model.inputs), seconds, 3)
     tf_p50 = float(np.median(samples[TF_GRAPH]))
     result[TF_GRAPH] = {"p50_ms": tf_p50}
     for name in calls:
