@@ -289,8 +289,8 @@ def _why_digest(results: dict, g: Goal) -> str:
         text += (f" Hashing the {d['graph_bytes'] / 2 ** 20:.0f} MB file alone takes {d['median']['hash_ms']:.0f} "
                  "ms here.")
     elif g.subject == "replica":
-        text += (f" `resolve` reads the graph's {d['cuts'] + 1} blobs from Redis, hashes each again, puts them "
-                 "together and hashes the graph; `parse` imports the GraphDef; `load` and `prepare` are the "
+        text += (" `record` reads the binding record the first daemon kept and the lifted weights' blobs from "
+                 "Redis, hashing each (the graph is neither put together nor parsed); `load` and `prepare` are the "
                  "executable's deserialization and the weight-only program's run, as in any L2 hit.")
     return text
 

@@ -7,18 +7,22 @@ import dataclasses
 import functools
 import logging
 import pathlib
+import secrets
 import threading
 import time
 from typing import Callable
 
 import numpy as np
+from xlacs import dtypes
 from xlacs.v1 import xlacs_pb2
 
 from xlacs_server import metrics
 from xlacs_server import passes  # noqa: F401  (registers the passes)
 from xlacs_server import unit
 from xlacs_server.cache import graphs, upload
-from xlacs_server.cache.blobs import Digest, open_blobs
+from xlacs_server.cache.bindings import Binding, BindingRecords
+from xlacs_server.cache.blobs import Digest, digest_of, open_blobs
+from xlacs_server.cache.persistent import PersistentTier
 from xlacs_server.cache.tiers import open_tiers
 from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, code_identity, compile_options_identity,
                                             device_identity, runtime_identity)
@@ -147,6 +151,9 @@ class CompilationService:
         xla_options.check_options(self.xla_options, [d.device for d in self.devices.all])
         self.tiers = open_tiers(settings)  # the cache, fastest first; each tier has .tier (its name) and .stats
         self.blobs = open_blobs(settings, self.tiers)  # blobs and graph manifests, in the same tiers
+        # Binding records, signed with the first shared tier's secret (a process-only one without such a tier)
+        self.records = BindingRecords(self.blobs, next(
+            (tier.secret for tier in self.tiers if isinstance(tier, PersistentTier)), secrets.token_bytes(32)))
         self.counters = Counters()
         self.weights = WeightStore()
         if settings.isolate_executions not in ISOLATION_POLICIES:
@@ -169,41 +176,103 @@ class CompilationService:
         and only an XLA compile takes a `slot()`: a cache hit waits for none."""
         watch = Stopwatch(checkpoint, slot)
         device = self.devices.resolve(spec.device)
+        record = None
         if spec.graph_digest is not None:
             by_digest = (spec.graph_digest, tuple(spec.feeds), tuple(spec.fetches), device.name, spec.graph_name)
             with watch.stage("resolve"):
                 loaded = None if spec.graph_def else self._loaded_by_digest(by_digest)
-                if loaded is not None:
-                    return CompileResult(loaded, self.tiers.l1.tier, watch.ms)
+            if loaded is not None:
+                return CompileResult(loaded, self.tiers.l1.tier, watch.ms)
+            self._check_graph_limits(spec)
+            record = self.records.name(self._binding_ingredients(spec, device))
+            recorded = None if spec.graph_def else self._bind_recorded(record, device, watch)
+            if recorded is not None:
+                self._remember(by_digest, recorded.loaded)
+                return recorded
+            with watch.stage("resolve"):
                 spec = dataclasses.replace(spec, graph_def=self._graph_def(spec))
         with watch.stage("parse"):
             compile_unit = unit.build(spec.graph_def, spec.feeds, spec.fetches, self.settings, device.platform)
         graph, inputs = compile_unit.graph, compile_unit.inputs
         with watch.stage("key"):
             key = cache_key(self.ingredients(graph, inputs, device))
-        executable, tier = self.tiers.get(key, device) or self._compile_miss(key, spec, graph, inputs, device, watch)
-        loaded = self._bind(executable, graph, inputs, device, watch)
-        if spec.graph_digest is not None:
-            with self._loaded_lock:
-                self._by_digest[by_digest] = loaded.id
-                self._by_digest.move_to_end(by_digest)
-                while len(self._by_digest) > self.settings.max_loaded:
-                    self._by_digest.popitem(last=False)
+        executable, tier = self.tiers.get(key, device) or self._compile_miss(
+            key, device, watch, lambda: self._compile(key, spec, graph, inputs, device, watch))
+        with watch.stage("bind"):
+            values = weight_values(graph)
+            blobs = [digest_of(dtypes.byte_view(v)) for v in values]
+        outputs = [dataclasses.replace(s, name=str(f)) for s, f in zip(executable.outputs, graph.fetches)]
+        outputs += executable.outputs[len(outputs):]  # then the assigned variables
+        loaded = self._bind(executable, values, blobs, inputs, outputs, device, watch)
+        if record is not None:
+            with watch.stage("record"):
+                self._keep_record(record, loaded, values, blobs)
+            self._remember(by_digest, loaded)
         return CompileResult(loaded, tier, watch.ms)
+
+    def _binding_ingredients(self, spec: CompileSpec, device: DeviceRef) -> list[tuple[str, str]]:
+        """What a Compile by digest's binding depends on, named: its binding record's name (cache/bindings.py)."""
+        return [("graph_digest", str(spec.graph_digest)), ("feeds", repr(spec.feeds)),
+                ("fetches", repr(spec.fetches)), ("graph_name", spec.graph_name), *self._setting_ingredients(device)]
+
+    def _bind_recorded(self, record: str, device: DeviceRef, watch: Stopwatch) -> CompileResult | None:
+        """The binding of a Compile by digest from its record, without the graph: the executable from the tiers
+        by its key, the weights from their blobs. None when a tier lacks the record, the executable or a blob:
+        the Compile then resolves its graph."""
+        with watch.stage("record"):
+            binding = self.records.get(record)
+            values = None if binding is None else self.records.weights(binding)
+        if values is None:
+            return None
+        key = binding.executable_key
+        found = self.tiers.get(key, device) or self._compile_miss(key, device, watch)
+        if found is None:
+            return None
+        executable, tier = found
+        if [(p.dtype, p.shape) for p in executable.params] != [(w.dtype, w.shape) for w, _ in binding.weights]:
+            log.warning("binding record %s names %s, whose weights are not the record's; not used", record, key)
+            return None
+        loaded = self._bind(executable, values, [blob for _, blob in binding.weights], binding.inputs,
+                            binding.outputs, device, watch)
+        return CompileResult(loaded, tier, watch.ms)
+
+    def _keep_record(self, record: str, loaded: LoadedExecutable, values: list[np.ndarray],
+                     blobs: list[Digest]) -> None:
+        """The binding's record, and a blob of each weight's bytes that no tier holds (one not cut out of the
+        graph by its manifest: small, or a splat expanded)."""
+        missing = set(self.blobs.missing(blobs))
+        for value, blob in zip(values, blobs):
+            if blob in missing:
+                self.blobs.put(blob, bytes(dtypes.byte_view(value)))
+                missing.discard(blob)
+        weights = [(TensorSig("", v.dtype, v.shape), blob) for v, blob in zip(values, blobs)]
+        self.records.put(record, Binding(loaded.executable.key, loaded.inputs, loaded.outputs, weights))
+
+    def _remember(self, by_digest: tuple, loaded: LoadedExecutable) -> None:
+        """A Compile by digest's binding, for the next one with the same graph, signature, device and name."""
+        with self._loaded_lock:
+            self._by_digest[by_digest] = loaded.id
+            self._by_digest.move_to_end(by_digest)
+            while len(self._by_digest) > self.settings.max_loaded:
+                self._by_digest.popitem(last=False)
 
     def _graph_def(self, spec: CompileSpec) -> bytes:
         """The GraphDef of a Compile by digest: its bytes if sent (checked and kept), else put together from the
         tiers' blobs (cache/graphs.py; NOT_FOUND with MissingBlobs for what they lack)."""
+        if spec.graph_def:
+            graphs.register(self.blobs, spec.graph_digest, spec.graph_def, spec.graph_manifest)
+            return spec.graph_def
+        return graphs.resolve(self.blobs, spec.graph_digest, spec.graph_manifest)
+
+    def _check_graph_limits(self, spec: CompileSpec) -> None:
+        """LimitExceeded for a Compile by digest whose graph or manifest is over the limits, before any tier is
+        looked in."""
         if spec.graph_digest.size > self.settings.max_graph_bytes:
             raise LimitExceeded(f"graph_digest names a graph of {spec.graph_digest.size} bytes", "max_graph_bytes",
                                 self.settings.max_graph_bytes)
         if spec.graph_manifest is not None and len(spec.graph_manifest.cuts) > self.settings.max_graph_nodes:
             raise LimitExceeded(f"graph_manifest has {len(spec.graph_manifest.cuts)} cuts", "max_graph_nodes",
                                 self.settings.max_graph_nodes)
-        if spec.graph_def:
-            graphs.register(self.blobs, spec.graph_digest, spec.graph_def, spec.graph_manifest)
-            return spec.graph_def
-        return graphs.resolve(self.blobs, spec.graph_digest, spec.graph_manifest)
 
     def _loaded_by_digest(self, by_digest: tuple) -> LoadedExecutable | None:
         """The binding a Compile by digest made before, while it is loaded and its executable in L1 (counted as
@@ -223,24 +292,26 @@ class CompilationService:
     def dump_passes(self, spec: CompileSpec) -> list[tuple[str, str]]:
         """(label, pbtxt) of the graph after each pass, for `xlacs compile --dump-graphs`."""
         device = self.devices.resolve(spec.device)
+        if spec.graph_digest is not None:
+            self._check_graph_limits(spec)
         graph_def = spec.graph_def if spec.graph_digest is None else self._graph_def(spec)
         graph = unit.build(graph_def, spec.feeds, spec.fetches, self.settings, device.platform).graph
         dumps = []
         run_pipeline(graph, lambda label, g: dumps.append((label, graph_text(g))))
         return dumps
 
-    def _bind(self, executable: Executable, graph: Graph, inputs: list[TensorSig], device: DeviceRef,
-              watch: Stopwatch) -> LoadedExecutable:
-        """The executable bound to this graph's weights and names; its id adds the weights' digest to the key.
-        An executable with a prepare part runs it on the weights (stage "prepare") unless a binding of the same
-        weights holds its results; the lifted weights that only it reads are then uploaded for that run only."""
+    def _bind(self, executable: Executable, values: list[np.ndarray], blobs: list[Digest], inputs: list[TensorSig],
+              outputs: list[TensorSig], device: DeviceRef, watch: Stopwatch) -> LoadedExecutable:
+        """The executable bound to the lifted weights `values` (whose raw bytes' digests are `blobs`) and to the
+        names of `inputs` and `outputs`; its id adds the weights' digest to the key. An executable with a prepare
+        part runs it on the weights (stage "prepare") unless a binding of the same weights holds its results; the
+        lifted weights that only it reads are then uploaded for that run only."""
         with watch.stage("bind"):
-            values = weight_values(graph)
             size = sum(v.nbytes for v in values)
             if size > self.settings.max_weight_bytes:
                 raise LimitExceeded(f"the graph's weights take {size} bytes", "max_weight_bytes",
                                     self.settings.max_weight_bytes)
-            hashes = [content_hash(v) for v in values]
+            hashes = [content_hash(v.dtype, v.shape, blob.hash) for v, blob in zip(values, blobs)]
             digest = weights_digest(hashes)
             prepare = executable.prepare
             call = range(len(values)) if prepare is None else prepare.call_params
@@ -252,14 +323,12 @@ class CompilationService:
                     lambda: prepare.run(self.weights.upload(values, hashes, device.device)))
             buffers += prepared
         with watch.stage("bind"):
-            loaded = self._register(executable, graph, inputs, digest if values else "", buffers)
+            loaded = self._register(executable, inputs, outputs, digest if values else "", buffers)
         return loaded
 
-    def _register(self, executable: Executable, graph: Graph, inputs: list[TensorSig], digest: str,
+    def _register(self, executable: Executable, inputs: list[TensorSig], outputs: list[TensorSig], digest: str,
                   buffers: list) -> LoadedExecutable:
         """The binding under its executable id, the least recently used ones dropped past the budgets."""
-        fetches = [dataclasses.replace(s, name=str(f)) for s, f in zip(executable.outputs, graph.fetches)]
-        outputs = fetches + executable.outputs[len(fetches):]  # then the assigned variables
         loaded = LoadedExecutable(self._executable_id(executable, digest), executable, buffers, inputs, outputs)
         with self._loaded_lock:
             self._loaded[loaded.id] = loaded
@@ -287,6 +356,13 @@ class CompilationService:
             ("graph_fingerprint", fingerprint(graph)),
             # Positions, dtypes and shapes only: names are the binding's, so renamed graphs share a program.
             ("signature", repr(([(str(s.dtype), s.shape) for s in inputs], len(graph.fetches)))),
+            *self._setting_ingredients(device),
+        ]
+
+    def _setting_ingredients(self, device: DeviceRef) -> list[tuple[str, str]]:
+        """What a program depends on besides its graph and signature: the device kind, the runtime, the options
+        and settings it was compiled under, the code that lowered it."""
+        return [
             ("device", device_identity(device)),
             ("runtime", runtime_identity(device)),
             ("compile_options", f"{compile_options_identity(device)};"
@@ -297,16 +373,20 @@ class CompilationService:
             ("cache_format", str(CACHE_FORMAT_VERSION)),
         ]
 
-    def _compile_miss(self, key, spec, graph, inputs, device, watch) -> tuple[Executable, str]:
-        """(executable, the tier that had it or "miss") after an L1 miss. One request per key goes on at a time
-        in this process, and across the replicas that share a tier with leases (Tiers.lookup)."""
+    def _compile_miss(self, key: str, device: DeviceRef, watch: Stopwatch,
+                      compile: Callable[[], tuple[Executable, bytes]] | None = None) -> tuple[Executable, str] | None:
+        """(executable, the tier that had it or "miss", when `compile()` made it) after an L1 miss, or None when
+        no tier has it and there is no `compile`. One request per key goes on at a time in this process, and
+        across the replicas that share a tier with leases (Tiers.lookup)."""
         with self._single_flight(key):
             watch.checkpoint("load")
             start = time.perf_counter()
             with self.tiers.lookup(key, device, watch.checkpoint) as hit:
                 watch.ms["load"] = (time.perf_counter() - start) * 1e3
+                if hit is None and compile is None:
+                    return None
                 if hit is None:
-                    executable, serialized = self._compile(key, spec, graph, inputs, device, watch)
+                    executable, serialized = compile()
                 else:
                     executable, serialized = hit.executable, hit.executable.serialized
                 if not self._isolates(executable):

@@ -44,7 +44,7 @@ def test_a_fresh_replica_sharing_redis_finds_blobs_and_manifest_and_compiles_not
     assert stats.compiles == 0 and "UploadBlobs" not in stats.received_bytes
     assert stats.received_bytes["Compile"] < 1000  # names and digests only
     l2 = tiers(stats)["l2"]
-    assert (l2.hits, l2.rejected) == (1 + len(graph.blobs), 0)  # the manifest and each blob
+    assert (l2.hits, l2.rejected) == (1 + len(graph.manifest.cuts), 0)  # the binding record, each weight's blob
 
 
 def test_bytes_sent_with_their_digest_are_kept_for_compiles_by_digest(replica, graph):
@@ -152,6 +152,7 @@ def test_a_planted_redis_manifest_is_a_miss_and_dropped(replica, redis_server, g
     first.Compile(graph.request(with_manifest=True))
     key = f"xlacs:manifest.{graph.digest.hash}-{graph.digest.size_bytes}"
     redis_server.client().set(key, other.manifest.SerializeToString())
+    redis_server.client().delete(*redis_server.client().keys("xlacs:binding.*"))  # the graph is then resolved
     _, fresh = replica()
     code, _, missing = failure(lambda: fresh.Compile(graph.request()))
     assert code == grpc.StatusCode.NOT_FOUND and missing == [(graph.digest.hash, graph.digest.size_bytes)]
@@ -170,7 +171,7 @@ def test_without_redis_blobs_and_manifests_are_shared_through_the_directory(repl
     _, fresh = replica(redis_url="", cache_dir=str(tmp_path))
     loaded = fresh.Compile(graph.request())
     assert (loaded.cache, loaded.executable_id) == ("disk", compiled.executable_id)
-    assert tiers(fresh.GetStats(xlacs_pb2.GetStatsRequest()))["disk"].hits == 1 + len(graph.blobs)
+    assert tiers(fresh.GetStats(xlacs_pb2.GetStatsRequest()))["disk"].hits == 1 + len(graph.manifest.cuts)
     assert_close(execute(fresh, loaded.executable_id), graph.want)
 
 
@@ -207,6 +208,6 @@ def test_a_repeat_whose_binding_was_evicted_binds_again_from_the_tiers(replica, 
     stub.Compile(other.request(with_manifest=True))  # the only binding now: the first one went
     again = stub.Compile(graph.request())
     assert (again.executable_id, again.cache) == (first.executable_id, "l1")
-    assert {"resolve", "parse", "bind"} <= set(again.stage_ms)  # put together from the blobs and bound again
+    assert {"resolve", "record", "bind"} <= set(again.stage_ms) and "parse" not in again.stage_ms  # its record
     assert_close(execute(stub, again.executable_id), graph.want)
     assert set(stub.Compile(graph.request()).stage_ms) == {"resolve"}

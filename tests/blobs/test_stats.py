@@ -33,7 +33,8 @@ def test_blob_counters_reach_get_stats_metrics_and_the_dashboard(replica):
     assert samples[("xlacs_upload_saved_bytes_total", frozenset())] == total
     assert samples[("xlacs_blob_requests_total", frozenset({"tier": "l1", "result": "hit"}.items()))] == \
         len(graph.blobs)
-    assert samples[("xlacs_blob_entries", frozenset({"tier": "l2"}.items()))] == len(graph.blobs) + 1
+    # the blobs, the manifest and the binding record
+    assert samples[("xlacs_blob_entries", frozenset({"tier": "l2"}.items()))] == len(graph.blobs) + 2
     for rpc in ("UploadBlobs", "FindMissingBlobs", "Compile"):
         assert samples[("xlacs_received_bytes_total", frozenset({"rpc": rpc}.items()))] == \
             stats.received_bytes[rpc] > 0

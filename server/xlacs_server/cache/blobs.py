@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple, Protocol
 
 from google.protobuf.message import DecodeError
@@ -95,6 +95,17 @@ class Blobs:
         """Checked bytes into every tier, slowest first."""
         for store in reversed(self.stores):
             store.put(_blob(digest), data, digest.size)
+
+    def get_record(self, name: str, intact: Callable[[bytes], bool]) -> bytes | None:
+        """A small value kept under `name` (a binding record, cache/bindings.py) from the fastest tier that holds
+        it, a shared tier's only if `intact(bytes)` (else it is rejected and deleted there), put into each faster
+        tier."""
+        found = self._get(name, None, intact, fill=True)
+        return None if found is None else found[0]
+
+    def put_record(self, name: str, data: bytes) -> None:
+        for store in reversed(self.stores):
+            store.put(name, data, None)
 
     def get_manifest(self, graph: Digest) -> tuple[xlacs_pb2.GraphManifest, str] | None:
         """(manifest, the tier that had it) kept under the graph's digest, unchecked: the caller checks it

@@ -44,7 +44,8 @@ class Entry:
     prepare_stablehlo: str = ""
 
 
-def _mac(secret: bytes, key: str, signed: bytes) -> bytes:
+def mac(secret: bytes, key: str, signed: bytes) -> bytes:
+    """The HMAC-SHA256 of `signed` stored under `key` (an entry's cache key, a binding record's name)."""
     return hmac.new(secret, key.encode() + b"\x00" + signed, hashlib.sha256).digest()
 
 
@@ -59,7 +60,7 @@ def encode(entry: Entry, secret: bytes) -> bytes:
                        "sizes": {**{name: len(part) for name, part in parts.items()}, "body": len(body)}},
                       sort_keys=True).encode()
     signed = _PREFIX.pack(MAGIC, CACHE_FORMAT_VERSION, len(meta)) + meta + body
-    return signed + _mac(secret, entry.key, signed)
+    return signed + mac(secret, entry.key, signed)
 
 
 def decode(blob: bytes, key: str, secret: bytes) -> Entry:
@@ -71,10 +72,10 @@ def decode(blob: bytes, key: str, secret: bytes) -> Entry:
         raise RejectedEntry("foreign", f"not an xlacs cache entry (starts with {magic!r})")
     if version != CACHE_FORMAT_VERSION:
         raise RejectedEntry("foreign", f"format version {version}, this server reads {CACHE_FORMAT_VERSION}")
-    signed, mac = blob[:-_MAC_BYTES], blob[-_MAC_BYTES:]
+    signed, tag = blob[:-_MAC_BYTES], blob[-_MAC_BYTES:]
     if _PREFIX.size + meta_len > len(signed):
         raise RejectedEntry("truncated", f"metadata of {meta_len} bytes does not fit in {len(blob)} bytes")
-    if not hmac.compare_digest(mac, _mac(secret, key, signed)):
+    if not hmac.compare_digest(tag, mac(secret, key, signed)):
         raise RejectedEntry("mac", "the HMAC does not match: written under another secret, or altered")
     try:
         meta = json.loads(signed[_PREFIX.size:_PREFIX.size + meta_len])

@@ -10,13 +10,12 @@ from typing import Callable
 import jax
 import numpy as np
 
-from xlacs import dtypes
 
-
-def content_hash(value: np.ndarray) -> str:
-    h = hashlib.sha256(f"{value.dtype.str}:{value.shape}:".encode())  # SHA-NI makes it the fastest here
-    h.update(dtypes.byte_view(value))
-    return h.hexdigest()
+def content_hash(dtype: np.dtype, shape: tuple[int, ...], blob_hash: str) -> str:
+    """A weight's identity: its dtype, its shape and the sha256 of its raw bytes (the hash of its blob's
+    digest), so that the same bytes as another dtype or shape are another weight, and a weight read from a blob
+    needs no hashing again."""
+    return hashlib.sha256(f"{np.dtype(dtype).name}:{tuple(shape)}:{blob_hash}".encode()).hexdigest()
 
 
 def weights_digest(hashes: list[str]) -> str:
