@@ -129,12 +129,14 @@ def test_a_bad_manifest_is_invalid_argument_naming_the_cut(replica, graph, case)
     assert code == grpc.StatusCode.NOT_FOUND and missing == [(graph.digest.hash, graph.digest.size_bytes)]
 
 
-def test_a_planted_redis_blob_is_a_miss_and_uploading_it_again_repairs_it(replica, redis_server, graph):
+@pytest.mark.parametrize("planted", [0, 1], ids=["skeleton", "weight"])
+def test_a_planted_redis_blob_is_a_miss_and_uploading_it_again_repairs_it(replica, redis_server, graph, planted):
     _, first = replica()
     upload(first, graph.blobs)
     first.Compile(graph.request(with_manifest=True))
-    (h, size), data = list(graph.blobs.items())[1]
+    (h, size), data = list(graph.blobs.items())[planted]
     redis_server.client().set(f"xlacs:blob.{h}-{size}:0", bytes([data[0] ^ 1]) + data[1:])
+    redis_server.client().delete(*redis_server.client().keys("xlacs:binding.*"))  # the graph is then resolved
     _, fresh = replica()
     code, _, missing = failure(lambda: fresh.Compile(graph.request()))
     assert code == grpc.StatusCode.NOT_FOUND and missing == [(h, size)]

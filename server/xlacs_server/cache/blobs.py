@@ -3,8 +3,9 @@ first, and the walk over them (docs/cache.md, Blobs).
 
 Each tier keeps blobs beside its executables: this process's memory (LRU by bytes), then Redis (in chunks) or
 the directory, whichever the executables use. A blob is named by its digest, the sha256 of its bytes and their
-size, and that is its integrity check: what a shared tier (Redis, the directory) returns is hashed again, and
-bytes that do not match their name are a miss, counted as rejected and deleted there. A graph manifest is
+size, and that is its integrity check: what a shared tier (Redis, the directory) returns is hashed again (or,
+for the blobs of a graph, proved at once by the graph's digest: cache/graphs.py), and bytes that do not match
+their name are a miss, counted as rejected and deleted there. A graph manifest is
 kept under its graph's digest; the caller checks it (cache/graphs.py) and drops one that does not hold."""
 from __future__ import annotations
 
@@ -96,6 +97,23 @@ class Blobs:
         for store in reversed(self.stores):
             store.put(_blob(digest), data, digest.size)
 
+    def find(self, digest: Digest) -> tuple[bytes, str] | None:
+        """(bytes, the tier that had them) of the fastest tier that holds the blob, neither hashed nor put into a
+        faster tier: for a caller that checks many blobs at once (a graph's digest proves every blob of it) and
+        then calls keep() or reject() for each."""
+        found = self._get(_blob(digest), digest.size, lambda data: True, fill=False)
+        return None if found is None else (found[0], found[1].tier)
+
+    def keep(self, digest: Digest, data: bytes, found_in: str) -> None:
+        """A blob found in `found_in` and since checked, into each faster tier, slowest first."""
+        for store in self._faster(found_in):
+            store.put(_blob(digest), data, digest.size)
+
+    def reject(self, digest: Digest, found_in: str) -> None:
+        """A blob found in `found_in` whose bytes do not match its digest: counted as rejected there, deleted."""
+        store = next(store for store in self.stores if store.tier == found_in)
+        self._reject(store, _blob(digest), digest.size, "its bytes do not match its name")
+
     def get_record(self, name: str, intact: Callable[[bytes], bool]) -> bytes | None:
         """A small value kept under `name` (a binding record, cache/bindings.py) from the fastest tier that holds
         it, a shared tier's only if `intact(bytes)` (else it is rejected and deleted there), put into each faster
@@ -117,8 +135,7 @@ class Blobs:
         """A manifest whose bytes were found to hash to `graph`, into each tier faster than the one it was found
         in (every tier when it came with a request), slowest first."""
         data = manifest.SerializeToString(deterministic=True)
-        tiers = [store.tier for store in self.stores]
-        for store in reversed(self.stores[:tiers.index(found_in) if found_in else len(tiers)]):
+        for store in self._faster(found_in) if found_in else reversed(self.stores):
             store.put(_manifest(graph), data, None)
 
     def drop_manifest(self, graph: Digest, tier: str, why: str) -> None:
@@ -151,6 +168,10 @@ class Blobs:
                 faster.put(name, data, size)
             return data, store
         return None
+
+    def _faster(self, tier: str) -> list[BlobStore]:
+        """The stores faster than `tier`'s, slowest first."""
+        return self.stores[:[store.tier for store in self.stores].index(tier)][::-1]
 
     @staticmethod
     def _reject(store: BlobStore, name: str, size: int | None, why: str) -> None:

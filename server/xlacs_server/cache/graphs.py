@@ -60,23 +60,30 @@ def resolve(blobs: Blobs, graph: Digest, manifest: xlacs_pb2.GraphManifest | Non
         if found_in is None:
             raise
         _drop(blobs, graph, found_in, str(e))
-    data = {}
-    for digest in dict.fromkeys([parts.skeleton, *(blob for _, blob in parts.cuts)]):
-        data[digest] = blobs.get(digest)
-    missing = [digest for digest, d in data.items() if d is None]
-    if missing:
-        raise MissingBlobs(graph, missing)
+    found = {digest: blobs.find(digest) for digest in dict.fromkeys([parts.skeleton, *(b for _, b in parts.cuts)])}
+    local = blobs.stores[0].tier
+    missing = [digest for digest, f in found.items() if f is None]
+    if missing:  # and the bad ones among those found, so that the client uploads them all at once
+        raise MissingBlobs(graph, missing + _rejected(blobs, found, local))
+    data = {digest: d for digest, (d, _) in found.items()}
     graph_def = manifests.join(data[parts.skeleton], [(offset, data[blob]) for offset, blob in parts.cuts])
-    # A manifest from this process's tier was checked when it was kept, and its blobs are intact (checked when
-    # kept, or hashed again when read from a shared tier): its bytes are the graph's without hashing them.
-    if found_in != blobs.stores[0].tier:
+    # This process's tier holds only checked manifests and blobs: put together from them alone, the bytes are
+    # the graph's without hashing them. Otherwise the graph's hash proves every blob at once; only when it
+    # fails is each blob from a shared tier hashed, to find the ones to reject.
+    if found_in != local or any(tier != local for _, tier in found.values()):
         actual = digest_of(graph_def)
         if actual != graph:
+            bad = _rejected(blobs, found, local)
+            if bad:
+                raise MissingBlobs(graph, bad)
             why = f"the bytes it names hash to {actual.hash}, not graph_digest {graph.hash}"
             if found_in is None:
                 raise InvalidRequest(f"graph_manifest: {why}")
             _drop(blobs, graph, found_in, why)
-        blobs.put_manifest(graph, manifest, found_in)
+        if found_in != local:
+            blobs.put_manifest(graph, manifest, found_in)
+    for digest, (d, tier) in found.items():
+        blobs.keep(digest, d, tier)
     return graph_def
 
 
@@ -107,6 +114,14 @@ def _drop(blobs: Blobs, graph: Digest, found_in: str, why: str) -> NoReturn:
     """A kept manifest that does not hold is a miss: dropped, and asked for."""
     blobs.drop_manifest(graph, found_in, why)
     raise MissingBlobs(graph, [graph])
+
+
+def _rejected(blobs: Blobs, found: dict[Digest, tuple[bytes, str] | None], local: str) -> list[Digest]:
+    """The blobs found in a shared tier (not `local`) whose bytes do not match their digests, rejected there."""
+    bad = [digest for digest, f in found.items() if f is not None and f[1] != local and digest_of(f[0]) != digest]
+    for digest in bad:
+        blobs.reject(digest, found[digest][1])
+    return bad
 
 
 def _checked(piece, digest: Digest, what: str) -> bytes:
