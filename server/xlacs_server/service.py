@@ -239,7 +239,7 @@ class CompilationService:
     def _keep_record(self, record: str, loaded: LoadedExecutable, values: list[np.ndarray],
                      blobs: list[Digest]) -> None:
         """The binding's record, and a blob of each weight's bytes that no tier holds (one not cut out of the
-        graph by its manifest: small, or a splat expanded)."""
+        graph by its manifest: under its cut size, or written as a list of values)."""
         missing = set(self.blobs.missing(blobs))
         for value, blob in zip(values, blobs):
             if blob in missing:
