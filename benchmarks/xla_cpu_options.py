@@ -74,8 +74,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--seconds", type=float, default=0.25)
     args = parser.parse_args()
-    builds = {name: functools.partial(build_options, items) for name, items in map(option_set, args.options)}
-    report(args.models.split(","), builds, args.rounds, args.seconds)
+    report(args.models.split(","), option_builds(dict(map(option_set, args.options))), args.rounds, args.seconds)
+
+
+def option_builds(option_sets: dict[str, tuple[str, ...]]) -> dict[str, Callable[[GraphFiles], Call]]:
+    """name -> how to build a graph's program with that set of XLA options."""
+    return {name: functools.partial(build_options, items) for name, items in option_sets.items()}
 
 
 def build_options(items: tuple[str, ...], graph: GraphFiles) -> Call:

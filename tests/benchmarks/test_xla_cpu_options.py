@@ -5,7 +5,7 @@ import pytest
 from benchmarks import models
 from benchmarks.peers import TF_GRAPH
 from benchmarks.peers.remote import PeerProcess
-from benchmarks.xla_cpu_options import measure, option_set
+from benchmarks.xla_cpu_options import measure, option_builds, option_set
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,8 @@ def test_option_sets_spell_values_with_commas():
 
 def test_each_option_set_is_timed_against_tf_graph_mode(tf_graph, tmp_path):
     result = measure(models.tiny_add(), tmp_path, tf_graph,
-                     {"default": (), "eigen": ("xla_cpu_experimental_ynn_fusion_type=",)}, rounds=2, seconds=0.05)
+                     option_builds({"default": (), "eigen": ("xla_cpu_experimental_ynn_fusion_type=",)}), rounds=2,
+                     seconds=0.05)
     assert result[TF_GRAPH]["p50_ms"] > 0
     for name in ("default", "eigen"):
         assert result[name]["error"] < 1e-6
@@ -32,5 +33,5 @@ def test_each_option_set_is_timed_against_tf_graph_mode(tf_graph, tmp_path):
 
 def test_an_option_xla_refuses_stops_the_run(tf_graph, tmp_path):
     with pytest.raises(ValueError, match="xla_cpu_no_such_option"):
-        measure(models.tiny_add(), tmp_path, tf_graph, {"bad": ("xla_cpu_no_such_option=true",)}, rounds=1,
+        measure(models.tiny_add(), tmp_path, tf_graph, option_builds({"bad": ("xla_cpu_no_such_option=true",)}), rounds=1,
                 seconds=0.01)
