@@ -38,8 +38,10 @@ SHED = "RESOURCE_EXHAUSTED (busy)"
 
 # (setting, what it bounds, the status over it); the defaults come from xlacs_server.config.Settings.
 LIMITS = [
-    ("max_graph_bytes", "bytes of a GraphDef (Compile, CheckGraph)", "RESOURCE_EXHAUSTED"),
-    ("max_graph_nodes", "nodes of a graph plus its function library", "RESOURCE_EXHAUSTED"),
+    ("max_graph_bytes", "bytes of a GraphDef (Compile, CheckGraph; by digest, the size `graph_digest` names), and "
+                        "of one blob (UploadBlobs, at its first chunk)", "RESOURCE_EXHAUSTED"),
+    ("max_graph_nodes", "nodes of a graph plus its function library; digests one FindMissingBlobs asks about; "
+                        "cuts of a `graph_manifest`", "RESOURCE_EXHAUSTED"),
     ("max_function_depth", "library functions nested in calls, If, While (recursion: INVALID_ARGUMENT)",
      "RESOURCE_EXHAUSTED"),
     ("max_tensor_elements", "elements of any one tensor: a feed, a constant, or one computed (before the "
@@ -50,7 +52,8 @@ LIMITS = [
      "RESOURCE_EXHAUSTED"),
     ("max_attr_list_length", "items of any one list attr", "RESOURCE_EXHAUSTED"),
     ("max_concurrent_compiles", "Compile and CheckGraph calls running at once", "(they wait)"),
-    ("compile_queue", "Compile and CheckGraph calls waiting for a slot", "RESOURCE_EXHAUSTED, at once"),
+    ("compile_queue", "Compile and CheckGraph calls waiting for a slot; with the slots, the UploadBlobs calls at "
+                      "once (each holds one blob at a time)", "RESOURCE_EXHAUSTED, at once"),
     ("max_concurrent_executes", "Execute calls running at once", "(they wait)"),
     ("execute_queue", "Execute calls waiting for a slot", "RESOURCE_EXHAUSTED, at once"),
     ("compile_deadline_s", "seconds a compile may take (the client's deadline applies too)", "DEADLINE_EXCEEDED"),
@@ -58,6 +61,9 @@ LIMITS = [
                            "(the client's deadline applies too)", "DEADLINE_EXCEEDED"),
     ("workers", "gRPC threads; calls beyond them", "RESOURCE_EXHAUSTED, at once"),
     ("max_loaded", "executable ids (a program bound to its weights) kept loaded", "the least recently used go"),
+    ("blob_memory_bytes", "blobs and graph manifests kept in the process",
+     "the least recently used go (a Compile by digest that needs one is NOT_FOUND naming it, and the client "
+     "uploads it again)"),
     ("max_weight_bytes", "device-resident weights of the loaded ids, prepared weights included; the least "
                          "recently used ids go (an Execute of one is NOT_FOUND, and the client compiles again)", "RESOURCE_EXHAUSTED for one graph "
                                                                               "whose weights alone exceed it"),
