@@ -68,16 +68,32 @@ class MissingBlobs(_message.Message):
     def __init__(self, digests: _Optional[_Iterable[_Union[Digest, _Mapping]]] = ...) -> None: ...
 
 class Tensor(_message.Message):
-    __slots__ = ("name", "dtype", "shape", "content")
+    __slots__ = ("name", "dtype", "shape", "content", "offset", "shared_memory", "handle")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
     name: str
     dtype: _tf_graph_pb2.DataType
     shape: _containers.RepeatedScalarFieldContainer[int]
     content: bytes
-    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[_Union[_tf_graph_pb2.DataType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., content: _Optional[bytes] = ...) -> None: ...
+    offset: int
+    shared_memory: SharedMemoryRef
+    handle: str
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[_Union[_tf_graph_pb2.DataType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., content: _Optional[bytes] = ..., offset: _Optional[int] = ..., shared_memory: _Optional[_Union[SharedMemoryRef, _Mapping]] = ..., handle: _Optional[str] = ...) -> None: ...
+
+class SharedMemoryRef(_message.Message):
+    __slots__ = ("region", "offset", "byte_size")
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BYTE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    region: str
+    offset: int
+    byte_size: int
+    def __init__(self, region: _Optional[str] = ..., offset: _Optional[int] = ..., byte_size: _Optional[int] = ...) -> None: ...
 
 class TensorSpec(_message.Message):
     __slots__ = ("name", "dtype", "shape")
@@ -98,7 +114,7 @@ class Signature(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ...) -> None: ...
 
 class CompileRequest(_message.Message):
-    __slots__ = ("graph_def", "feeds", "fetches", "device", "graph_name", "dump_graphs", "graph_digest", "graph_manifest")
+    __slots__ = ("graph_def", "feeds", "fetches", "device", "graph_name", "dump_graphs", "graph_digest", "graph_manifest", "bucket_sizes")
     GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
     FEEDS_FIELD_NUMBER: _ClassVar[int]
     FETCHES_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +123,7 @@ class CompileRequest(_message.Message):
     DUMP_GRAPHS_FIELD_NUMBER: _ClassVar[int]
     GRAPH_DIGEST_FIELD_NUMBER: _ClassVar[int]
     GRAPH_MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_SIZES_FIELD_NUMBER: _ClassVar[int]
     graph_def: bytes
     feeds: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     fetches: _containers.RepeatedScalarFieldContainer[str]
@@ -115,7 +132,8 @@ class CompileRequest(_message.Message):
     dump_graphs: bool
     graph_digest: Digest
     graph_manifest: GraphManifest
-    def __init__(self, graph_def: _Optional[bytes] = ..., feeds: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., fetches: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., graph_name: _Optional[str] = ..., dump_graphs: _Optional[bool] = ..., graph_digest: _Optional[_Union[Digest, _Mapping]] = ..., graph_manifest: _Optional[_Union[GraphManifest, _Mapping]] = ...) -> None: ...
+    bucket_sizes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, graph_def: _Optional[bytes] = ..., feeds: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., fetches: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., graph_name: _Optional[str] = ..., dump_graphs: _Optional[bool] = ..., graph_digest: _Optional[_Union[Digest, _Mapping]] = ..., graph_manifest: _Optional[_Union[GraphManifest, _Mapping]] = ..., bucket_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class GraphDump(_message.Message):
     __slots__ = ("name", "pbtxt")
@@ -165,12 +183,28 @@ class CompileResponse(_message.Message):
     def __init__(self, executable_id: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., cache: _Optional[str] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ..., graph_dumps: _Optional[_Iterable[_Union[GraphDump, _Mapping]]] = ...) -> None: ...
 
 class ExecuteRequest(_message.Message):
-    __slots__ = ("executable_id", "inputs")
+    __slots__ = ("executable_id", "inputs", "outputs", "session_id")
     EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     executable_id: str
     inputs: _containers.RepeatedCompositeFieldContainer[Tensor]
-    def __init__(self, executable_id: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ...) -> None: ...
+    outputs: _containers.RepeatedCompositeFieldContainer[OutputRequest]
+    session_id: str
+    def __init__(self, executable_id: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[OutputRequest, _Mapping]]] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class OutputRequest(_message.Message):
+    __slots__ = ("name", "shared_memory", "keep", "ttl_s")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    KEEP_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    shared_memory: SharedMemoryRef
+    keep: bool
+    ttl_s: float
+    def __init__(self, name: _Optional[str] = ..., shared_memory: _Optional[_Union[SharedMemoryRef, _Mapping]] = ..., keep: _Optional[bool] = ..., ttl_s: _Optional[float] = ...) -> None: ...
 
 class ExecuteResponse(_message.Message):
     __slots__ = ("outputs", "execute_ms")
@@ -179,6 +213,110 @@ class ExecuteResponse(_message.Message):
     outputs: _containers.RepeatedCompositeFieldContainer[Tensor]
     execute_ms: float
     def __init__(self, outputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., execute_ms: _Optional[float] = ...) -> None: ...
+
+class OpenSessionRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SessionEvent(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class RegisterSharedMemoryRequest(_message.Message):
+    __slots__ = ("session_id", "name", "key", "offset", "byte_size")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BYTE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+    def __init__(self, session_id: _Optional[str] = ..., name: _Optional[str] = ..., key: _Optional[str] = ..., offset: _Optional[int] = ..., byte_size: _Optional[int] = ...) -> None: ...
+
+class RegisterSharedMemoryResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class UnregisterSharedMemoryRequest(_message.Message):
+    __slots__ = ("session_id", "name")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    name: str
+    def __init__(self, session_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class UnregisterSharedMemoryResponse(_message.Message):
+    __slots__ = ("regions",)
+    REGIONS_FIELD_NUMBER: _ClassVar[int]
+    regions: int
+    def __init__(self, regions: _Optional[int] = ...) -> None: ...
+
+class FetchTensorsRequest(_message.Message):
+    __slots__ = ("handles",)
+    HANDLES_FIELD_NUMBER: _ClassVar[int]
+    handles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, handles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FetchTensorsResponse(_message.Message):
+    __slots__ = ("tensors",)
+    TENSORS_FIELD_NUMBER: _ClassVar[int]
+    tensors: _containers.RepeatedCompositeFieldContainer[Tensor]
+    def __init__(self, tensors: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ...) -> None: ...
+
+class FreeTensorsRequest(_message.Message):
+    __slots__ = ("handles",)
+    HANDLES_FIELD_NUMBER: _ClassVar[int]
+    handles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, handles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FreeTensorsResponse(_message.Message):
+    __slots__ = ("tensors", "bytes")
+    TENSORS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    tensors: int
+    bytes: int
+    def __init__(self, tensors: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class DownloadExecutableRequest(_message.Message):
+    __slots__ = ("executable_id", "have")
+    EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    HAVE_FIELD_NUMBER: _ClassVar[int]
+    executable_id: str
+    have: _containers.RepeatedCompositeFieldContainer[Digest]
+    def __init__(self, executable_id: _Optional[str] = ..., have: _Optional[_Iterable[_Union[Digest, _Mapping]]] = ...) -> None: ...
+
+class ExecutableDownload(_message.Message):
+    __slots__ = ("package", "chunk")
+    PACKAGE_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    package: ExecutablePackage
+    chunk: BlobChunk
+    def __init__(self, package: _Optional[_Union[ExecutablePackage, _Mapping]] = ..., chunk: _Optional[_Union[BlobChunk, _Mapping]] = ...) -> None: ...
+
+class ExecutablePackage(_message.Message):
+    __slots__ = ("executable_id", "signature", "platform", "platform_version", "jaxlib_version", "program", "weights", "weight_blobs")
+    EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PLATFORM_FIELD_NUMBER: _ClassVar[int]
+    PLATFORM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JAXLIB_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PROGRAM_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_BLOBS_FIELD_NUMBER: _ClassVar[int]
+    executable_id: str
+    signature: Signature
+    platform: str
+    platform_version: str
+    jaxlib_version: str
+    program: Digest
+    weights: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    weight_blobs: _containers.RepeatedCompositeFieldContainer[Digest]
+    def __init__(self, executable_id: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., platform: _Optional[str] = ..., platform_version: _Optional[str] = ..., jaxlib_version: _Optional[str] = ..., program: _Optional[_Union[Digest, _Mapping]] = ..., weights: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., weight_blobs: _Optional[_Iterable[_Union[Digest, _Mapping]]] = ...) -> None: ...
 
 class ListOpsRequest(_message.Message):
     __slots__ = ()
@@ -280,7 +418,7 @@ class Device(_message.Message):
     def __init__(self, name: _Optional[str] = ..., platform: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class Stats(_message.Message):
-    __slots__ = ("tiers", "compiles", "executes", "errors", "uptime_s", "devices", "version", "blob_tiers", "received_bytes", "upload_saved_bytes")
+    __slots__ = ("tiers", "compiles", "executes", "errors", "uptime_s", "devices", "version", "blob_tiers", "received_bytes", "upload_saved_bytes", "bucket_compiles", "padding_elements", "padded_elements", "resident_tensors", "resident_bytes", "shared_memory_regions", "shared_memory_bytes")
     class ReceivedBytesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -298,6 +436,13 @@ class Stats(_message.Message):
     BLOB_TIERS_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_BYTES_FIELD_NUMBER: _ClassVar[int]
     UPLOAD_SAVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_COMPILES_FIELD_NUMBER: _ClassVar[int]
+    PADDING_ELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    PADDED_ELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    RESIDENT_TENSORS_FIELD_NUMBER: _ClassVar[int]
+    RESIDENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHARED_MEMORY_REGIONS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     tiers: _containers.RepeatedCompositeFieldContainer[TierStats]
     compiles: int
     executes: int
@@ -308,7 +453,14 @@ class Stats(_message.Message):
     blob_tiers: _containers.RepeatedCompositeFieldContainer[TierStats]
     received_bytes: _containers.ScalarMap[str, int]
     upload_saved_bytes: int
-    def __init__(self, tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., compiles: _Optional[int] = ..., executes: _Optional[int] = ..., errors: _Optional[int] = ..., uptime_s: _Optional[float] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., version: _Optional[str] = ..., blob_tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., received_bytes: _Optional[_Mapping[str, int]] = ..., upload_saved_bytes: _Optional[int] = ...) -> None: ...
+    bucket_compiles: int
+    padding_elements: int
+    padded_elements: int
+    resident_tensors: int
+    resident_bytes: int
+    shared_memory_regions: int
+    shared_memory_bytes: int
+    def __init__(self, tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., compiles: _Optional[int] = ..., executes: _Optional[int] = ..., errors: _Optional[int] = ..., uptime_s: _Optional[float] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., version: _Optional[str] = ..., blob_tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., received_bytes: _Optional[_Mapping[str, int]] = ..., upload_saved_bytes: _Optional[int] = ..., bucket_compiles: _Optional[int] = ..., padding_elements: _Optional[int] = ..., padded_elements: _Optional[int] = ..., resident_tensors: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., shared_memory_regions: _Optional[int] = ..., shared_memory_bytes: _Optional[int] = ...) -> None: ...
 
 class GetExecutableRequest(_message.Message):
     __slots__ = ("executable_id",)

@@ -74,6 +74,41 @@ class CompilerStub:
                 request_serializer=xlacs_dot_v1_dot_xlacs__pb2.BlobChunk.SerializeToString,
                 response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.UploadBlobsResponse.FromString,
                 _registered_method=True)
+        self.ExecuteStream = channel.stream_stream(
+                '/xlacs.v1.Compiler/ExecuteStream',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.ExecuteRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.ExecuteResponse.FromString,
+                _registered_method=True)
+        self.OpenSession = channel.unary_stream(
+                '/xlacs.v1.Compiler/OpenSession',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.OpenSessionRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.SessionEvent.FromString,
+                _registered_method=True)
+        self.RegisterSharedMemory = channel.unary_unary(
+                '/xlacs.v1.Compiler/RegisterSharedMemory',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.RegisterSharedMemoryRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.RegisterSharedMemoryResponse.FromString,
+                _registered_method=True)
+        self.UnregisterSharedMemory = channel.unary_unary(
+                '/xlacs.v1.Compiler/UnregisterSharedMemory',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.UnregisterSharedMemoryRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.UnregisterSharedMemoryResponse.FromString,
+                _registered_method=True)
+        self.FetchTensors = channel.unary_unary(
+                '/xlacs.v1.Compiler/FetchTensors',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.FetchTensorsRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.FetchTensorsResponse.FromString,
+                _registered_method=True)
+        self.FreeTensors = channel.unary_unary(
+                '/xlacs.v1.Compiler/FreeTensors',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.FreeTensorsRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.FreeTensorsResponse.FromString,
+                _registered_method=True)
+        self.DownloadExecutable = channel.unary_stream(
+                '/xlacs.v1.Compiler/DownloadExecutable',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.DownloadExecutableRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.ExecutableDownload.FromString,
+                _registered_method=True)
 
 
 class CompilerServicer:
@@ -136,6 +171,62 @@ class CompilerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExecuteStream(self, request_iterator, context):
+        """Execute with tensors in pieces (docs/data_plane.md): a large tensor travels as consecutive Tensor pieces of
+        one name (Tensor.offset), so that neither side holds its bytes twice. The first request names the
+        executable and its outputs; the inputs are complete when the client half-closes the stream. The responses
+        carry the outputs in pieces the same way, execute_ms on the first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OpenSession(self, request, context):
+        """Same-host shared memory (docs/data_plane.md): a session is the lifetime of the regions registered under it.
+        The call stays open; its first message is the session's id; when it ends (the client closes it or
+        disconnects) the daemon unmaps every region of the session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterSharedMemory(self, request, context):
+        """Maps a client's POSIX shared-memory object under a name of the client's choosing, within a session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnregisterSharedMemory(self, request, context):
+        """Unmaps a region (or every region of the session when name is empty).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchTensors(self, request, context):
+        """Resident tensors (docs/data_plane.md): outputs an Execute kept on the device (OutputRequest.keep).
+        Copies resident tensors back to the client, without freeing them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FreeTensors(self, request, context):
+        """Frees resident tensors now, before their time to live runs out.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadExecutable(self, request, context):
+        """Compile remote, run local (docs/data_plane.md): the compiled program, its signature and its bound
+        (prepared) weights, as a package and then the blobs it names, each checked by the client against its digest.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CompilerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -178,6 +269,41 @@ def add_CompilerServicer_to_server(servicer, server):
                     servicer.UploadBlobs,
                     request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.BlobChunk.FromString,
                     response_serializer=xlacs_dot_v1_dot_xlacs__pb2.UploadBlobsResponse.SerializeToString,
+            ),
+            'ExecuteStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ExecuteStream,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.ExecuteRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.ExecuteResponse.SerializeToString,
+            ),
+            'OpenSession': grpc.unary_stream_rpc_method_handler(
+                    servicer.OpenSession,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.OpenSessionRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.SessionEvent.SerializeToString,
+            ),
+            'RegisterSharedMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterSharedMemory,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.RegisterSharedMemoryRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.RegisterSharedMemoryResponse.SerializeToString,
+            ),
+            'UnregisterSharedMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterSharedMemory,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.UnregisterSharedMemoryRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.UnregisterSharedMemoryResponse.SerializeToString,
+            ),
+            'FetchTensors': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchTensors,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.FetchTensorsRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.FetchTensorsResponse.SerializeToString,
+            ),
+            'FreeTensors': grpc.unary_unary_rpc_method_handler(
+                    servicer.FreeTensors,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.FreeTensorsRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.FreeTensorsResponse.SerializeToString,
+            ),
+            'DownloadExecutable': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadExecutable,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.DownloadExecutableRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.ExecutableDownload.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +522,195 @@ class Compiler:
             '/xlacs.v1.Compiler/UploadBlobs',
             xlacs_dot_v1_dot_xlacs__pb2.BlobChunk.SerializeToString,
             xlacs_dot_v1_dot_xlacs__pb2.UploadBlobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExecuteStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/xlacs.v1.Compiler/ExecuteStream',
+            xlacs_dot_v1_dot_xlacs__pb2.ExecuteRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.ExecuteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/xlacs.v1.Compiler/OpenSession',
+            xlacs_dot_v1_dot_xlacs__pb2.OpenSessionRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.SessionEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterSharedMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xlacs.v1.Compiler/RegisterSharedMemory',
+            xlacs_dot_v1_dot_xlacs__pb2.RegisterSharedMemoryRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.RegisterSharedMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnregisterSharedMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xlacs.v1.Compiler/UnregisterSharedMemory',
+            xlacs_dot_v1_dot_xlacs__pb2.UnregisterSharedMemoryRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.UnregisterSharedMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchTensors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xlacs.v1.Compiler/FetchTensors',
+            xlacs_dot_v1_dot_xlacs__pb2.FetchTensorsRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.FetchTensorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FreeTensors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xlacs.v1.Compiler/FreeTensors',
+            xlacs_dot_v1_dot_xlacs__pb2.FreeTensorsRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.FreeTensorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DownloadExecutable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/xlacs.v1.Compiler/DownloadExecutable',
+            xlacs_dot_v1_dot_xlacs__pb2.DownloadExecutableRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.ExecutableDownload.FromString,
             options,
             channel_credentials,
             insecure,
