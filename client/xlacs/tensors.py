@@ -1,4 +1,11 @@
-"""numpy arrays <-> xlacs.v1.Tensor: dtype, shape and raw little-endian bytes; never pickles."""
+"""numpy arrays <-> xlacs.v1.Tensor: dtype, shape and raw little-endian bytes; never pickles. A tensor travels
+whole in one Tensor, or (ExecuteStream, docs/data_plane.md) as consecutive pieces of one name, each with the offset
+of its bytes, copied out of a view of the array one at a time and written into one array as they come."""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterator
+
 import numpy as np
 
 from xlacs import dtypes
@@ -9,14 +16,17 @@ def fill(tensor: xlacs_pb2.Tensor, name: str, array) -> xlacs_pb2.Tensor:
     """Writes `array` into `tensor`, usually a repeated field's `.add()`: a Tensor built apart and then put in
     its request copies all of its bytes again (docs/benchmarks.md, tensor transfer). Raises UnsupportedDType
     for a dtype xlacs does not carry (strings, ...)."""
-    array = np.asarray(array)
-    if array.dtype.byteorder == ">":
-        array = array.astype(array.dtype.newbyteorder("<"))
+    array = little_endian(array)
     tensor.name = name
     tensor.dtype = dtypes.from_numpy(array.dtype)
     tensor.shape.extend(array.shape)
     tensor.content = np.ascontiguousarray(array).tobytes()
     return tensor
+
+
+def little_endian(array) -> np.ndarray:
+    array = np.asarray(array)
+    return array.astype(array.dtype.newbyteorder("<")) if array.dtype.byteorder == ">" else array
 
 
 def to_proto(name: str, array) -> xlacs_pb2.Tensor:
@@ -26,16 +36,101 @@ def to_proto(name: str, array) -> xlacs_pb2.Tensor:
 def from_proto(tensor: xlacs_pb2.Tensor) -> np.ndarray:
     """A read-only array on one copy of the tensor's bytes. Raises ValueError when size and shape disagree, and
     UnsupportedDType for a dtype xlacs does not carry."""
+    dtype, shape, expected = _layout(tensor, "tensor")
+    content = tensor.content  # each read of a bytes field copies it out of the message
+    if len(content) != expected:
+        raise ValueError(_size_error("tensor", tensor.name, len(content), shape, dtype, expected))
+    return np.frombuffer(content, dtype=dtype).reshape(shape)
+
+
+def _layout(tensor: xlacs_pb2.Tensor, what: str) -> tuple[np.dtype, tuple[int, ...], int]:
+    """(dtype, shape, byte size) that a tensor's dtype and shape declare."""
     try:
         dtype = dtypes.to_numpy(tensor.dtype)
     except dtypes.UnsupportedDType as e:
-        raise dtypes.UnsupportedDType(f"tensor {tensor.name!r} has {e}") from None
+        raise dtypes.UnsupportedDType(f"{what} {tensor.name!r} has {e}") from None
     shape = tuple(tensor.shape)
     if any(d < 0 for d in shape):
-        raise ValueError(f"tensor {tensor.name!r} has a negative dimension in shape {list(shape)}")
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    content = tensor.content  # each read of a bytes field copies it out of the message
-    if len(content) != expected:
-        raise ValueError(f"tensor {tensor.name!r} carries {len(content)} bytes but its shape "
-                         f"{list(shape)} of {dtypes.dtype_name(tensor.dtype)} needs {expected}")
-    return np.frombuffer(content, dtype=dtype).reshape(shape)
+        raise ValueError(f"{what} {tensor.name!r} has a negative dimension in shape {list(shape)}")
+    return dtype, shape, math.prod(shape) * dtype.itemsize
+
+
+def _size_error(what: str, name: str, size: int, shape: tuple[int, ...], dtype: np.dtype, expected: int) -> str:
+    return f"{what} {name!r} carries {size} bytes but its shape {list(shape)} of {dtype} needs {expected}"
+
+
+PIECE_BYTES = 4 << 20  # docs/data_plane.md: big enough that a piece's overhead is small, small enough to reuse memory
+
+
+def pieces(array: np.ndarray, piece_bytes: int = PIECE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(offset, bytes) of the consecutive pieces of a little-endian array's bytes, each copied out of a view of
+    them only when it is taken; an empty array is one empty piece."""
+    view = dtypes.byte_view(array)
+    for offset in range(0, max(view.size, 1), piece_bytes):
+        yield offset, view[offset:offset + piece_bytes].tobytes()
+
+
+def fill_piece(tensor: xlacs_pb2.Tensor, name: str, array: np.ndarray, offset: int, content: bytes) -> None:
+    """Writes a piece of `array` into `tensor`: the first (offset 0) carries dtype and shape too."""
+    tensor.name, tensor.offset, tensor.content = name, offset, content
+    if not offset:
+        tensor.dtype = dtypes.from_numpy(array.dtype)
+        tensor.shape.extend(array.shape)
+
+
+class Assembly:
+    """Tensors put together from consecutive pieces: each written into one array allocated at its first piece
+    (offset 0, with dtype and shape), in the order they came. A piece continues the tensor before it when it has
+    its name (and is not a new offset 0 after it is complete). `start(name, dtype, shape, nbytes)` runs before
+    each allocation and may refuse the tensor. A piece out of place (a gap, an overlap, past the end, another dtype
+    or shape) or a tensor whose bytes do not fill its shape raises ValueError naming it as `what` ("input")."""
+
+    def __init__(self, what: str, start: Callable[[str, np.dtype, tuple[int, ...], int], None] = lambda *_: None):
+        self.what = what
+        self.tensors: list[tuple[str, np.ndarray]] = []
+        self._start = start
+        self._bytes = np.empty(0, np.uint8)  # the last tensor's bytes, flat
+        self._filled = 0
+
+    def add(self, piece: xlacs_pb2.Tensor) -> None:
+        last = self.tensors[-1] if self.tensors else None
+        if last is None or piece.name != last[0] or (piece.offset == 0 and self._filled == self._bytes.size):
+            self._check_filled()
+            last = self._begin(piece)
+        name, array = last
+        if piece.dtype not in (0, dtypes.from_numpy(array.dtype)) or (piece.shape and tuple(piece.shape) != array.shape):
+            raise ValueError(f"{self.what} {name!r}: a piece at offset {piece.offset} has "
+                             f"{dtypes.dtype_name(piece.dtype)}{list(piece.shape)}, its first piece "
+                             f"{array.dtype}{list(array.shape)}; later pieces carry the same or none")
+        if piece.offset != self._filled:
+            how = "leaves a gap after" if piece.offset > self._filled else "overlaps"
+            raise ValueError(f"{self.what} {name!r}: a piece at offset {piece.offset} {how} the {self._filled} bytes "
+                             "received; pieces follow one another in order")
+        content = piece.content
+        end = piece.offset + len(content)
+        if end > self._bytes.size:
+            raise ValueError(f"{self.what} {name!r}: a piece at offset {piece.offset} of {len(content)} bytes ends at "
+                             f"{end}, past the {self._bytes.size} bytes of {array.dtype}{list(array.shape)}")
+        self._bytes[piece.offset:end] = np.frombuffer(content, np.uint8)
+        self._filled = end
+
+    def finish(self) -> list[tuple[str, np.ndarray]]:
+        """The tensors, in order, once the last one is complete."""
+        self._check_filled()
+        return self.tensors
+
+    def _begin(self, piece: xlacs_pb2.Tensor) -> tuple[str, np.ndarray]:
+        if piece.offset:
+            raise ValueError(f"{self.what} {piece.name!r}: its first piece is at offset {piece.offset}; a tensor's "
+                             "first piece has offset 0, its dtype and its shape")
+        dtype, shape, nbytes = _layout(piece, self.what)
+        self._start(piece.name, dtype, shape, nbytes)
+        array = np.empty(shape, dtype)
+        self._bytes, self._filled = array.reshape(-1).view(np.uint8), 0
+        self.tensors.append((piece.name, array))
+        return self.tensors[-1]
+
+    def _check_filled(self) -> None:
+        if self._filled != self._bytes.size:
+            name, array = self.tensors[-1]
+            raise ValueError(_size_error(self.what, name, self._filled, array.shape, array.dtype, self._bytes.size))

@@ -450,14 +450,18 @@ class CompilationService:
             raise NotFound(f"executable {echoed(executable_id)} is not loaded on this server; Compile it first")
         return loaded
 
+    def check_input_bytes(self, size: int) -> None:
+        """LimitExceeded for inputs of `size` bytes in all, over max_input_bytes."""
+        if size > self.settings.max_input_bytes:
+            raise LimitExceeded(f"the inputs have {size} bytes", "max_input_bytes", self.settings.max_input_bytes)
+
     def execute(self, executable_id: str, inputs: dict[str, np.ndarray],
                 client_s: float | None = None) -> tuple[Executable, list[np.ndarray]]:
         """The outputs of an executable; `client_s`, the time left before the client's deadline, bounds a run
         in an execution worker as execute_deadline_s does."""
         loaded = self.loaded(executable_id)
         size = sum(a.nbytes for a in inputs.values())
-        if size > self.settings.max_input_bytes:
-            raise LimitExceeded(f"the inputs have {size} bytes", "max_input_bytes", self.settings.max_input_bytes)
+        self.check_input_bytes(size)
         executable = loaded.executable
         with metrics.executing(executable.device.name):
             if executable.isolated:

@@ -50,7 +50,7 @@ class Call:
         start = time.perf_counter()
         while not self.gate.slots_free.acquire(timeout=SLOT_POLL_S):
             self.checkpoint(f"a {self.gate.rpc} slot was free")
-        metrics.QUEUE_SECONDS.labels(self.gate.rpc).observe(time.perf_counter() - start)
+        self.gate.queue_seconds.observe(time.perf_counter() - start)
         with self.gate._lock:
             self.gate.holders[id(self)] = time.monotonic()
         try:
@@ -67,19 +67,27 @@ class Gate:
     once on the gate's own threads, so what costs no slot (a Compile that hits a cache) never waits behind
     the costly work of others. A call whose client cancels or whose deadline passes returns at once: if it
     waits for a slot it leaves the queue, and if it holds one, its work keeps it until its next checkpoint,
-    so the slots never overcommit the machine."""
+    so the slots never overcommit the machine.
+
+    With `own_threads=False` the work runs on the RPC's own thread instead, for work that always ends soon
+    after the call must stop (an Execute: a program with loops runs in a worker killed at its deadline): the
+    hand-off to a gate thread and back costs more than a small program's run (docs/data_plane.md). A call
+    waiting for a slot still leaves the queue at its deadline or when its client cancels, within SLOT_POLL_S."""
 
     def __init__(self, rpc: str, slots: int, queue: int, *, slots_setting: str, queue_setting: str,
-                 limit_s: float | None = None, limit_setting: str = ""):
+                 limit_s: float | None = None, limit_setting: str = "", own_threads: bool = True):
         self.rpc = rpc
         self.slots, self.queue = slots, queue
         self.slots_setting, self.queue_setting = slots_setting, queue_setting
         self.limit_s, self.limit_setting = limit_s, limit_setting
         self.slots_free = threading.Semaphore(slots)
         self.holders: dict[int, float] = {}  # calls holding a slot -> since when (monotonic)
-        self._executor = futures.ThreadPoolExecutor(slots + queue, thread_name_prefix=rpc.lower())
+        self._executor = futures.ThreadPoolExecutor(slots + queue, thread_name_prefix=rpc.lower()) \
+            if own_threads else None
         self._admitted = 0  # running or waiting
         self._lock = threading.Lock()
+        self._in_flight = metrics.CALLS_IN_FLIGHT.labels(rpc)
+        self.queue_seconds = metrics.QUEUE_SECONDS.labels(rpc)
 
     def run(self, context, work: Callable[[Call], T]) -> T:
         """`work(call)`, admitted: it takes `call.slot()` for its costly part, calls `call.checkpoint(stage)`
@@ -90,7 +98,12 @@ class Gate:
                 raise LimitExceeded(f"{self.rpc} is busy ({self.slots_setting}={self.slots} calls run and "
                                     f"{self.queue} wait)", self.queue_setting, self.queue)
             self._admitted += 1
-            metrics.CALLS_IN_FLIGHT.labels(self.rpc).inc()
+            self._in_flight.inc()
+        if self._executor is None:
+            try:
+                return self._start(call, work)
+            finally:
+                self._release(None)
         future = self._executor.submit(self._start, call, work)
         future.add_done_callback(self._release)
         future.add_done_callback(lambda _: call.wake.set())
@@ -114,7 +127,7 @@ class Gate:
     def _release(self, _) -> None:
         with self._lock:
             self._admitted -= 1
-            metrics.CALLS_IN_FLIGHT.labels(self.rpc).dec()
+            self._in_flight.dec()
 
 
 class Gates:
@@ -131,7 +144,8 @@ class Gates:
                             slots_setting="max_concurrent_compiles", queue_setting="compile_queue",
                             limit_s=settings.compile_deadline_s, limit_setting="compile_deadline_s")
         self.execute = Gate("Execute", settings.max_concurrent_executes, settings.execute_queue,
-                            slots_setting="max_concurrent_executes", queue_setting="execute_queue")
+                            slots_setting="max_concurrent_executes", queue_setting="execute_queue",
+                            own_threads=False)
         # A slot held past these is stuck: a compile or an execution runs past its limit, which the daemon
         # could not stop (an XLA compile, a program run in the daemon).
         self._limits = ((self.compile, "compile_deadline_s", settings.compile_deadline_s),

@@ -7,6 +7,7 @@ from xlacs_server import version
 from xlacs_server.cache.blobs import checked_digest
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.lower import registry
+from xlacs_server.rpc import execute_io
 from xlacs_server.rpc.limits import Gates
 from xlacs_server.service import CompilationService, CompileSpec
 
@@ -48,24 +49,22 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                                          graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
     def Execute(self, request, context):
-        inputs = {}
-        for t in request.inputs:
-            if t.name in inputs:
-                raise InvalidRequest(f"input {t.name!r} is given more than once")
-            try:
-                inputs[t.name] = tensors.from_proto(t)
-            except ValueError as e:
-                raise InvalidRequest(str(e)) from None
-        def execute(call):  # timed on its slot: execute_ms leaves out the wait for one
-            with call.slot():
-                start = time.perf_counter()
-                return (*self.service.execute(request.executable_id, inputs, call.remaining()),
-                        (time.perf_counter() - start) * 1e3)
-        loaded, outputs, ms = self.gates.execute.run(context, execute)
-        response = xlacs_pb2.ExecuteResponse(execute_ms=ms)
-        for s, a in zip(loaded.outputs, outputs):
-            tensors.fill(response.outputs.add(), s.name, a)
-        return response
+        inputs = execute_io.inputs(request)
+        return execute_io.response(*self.gates.execute.run(
+            context, lambda call: self._execute(call, request.executable_id, inputs)))
+
+    def ExecuteStream(self, request_iterator, context):
+        def work(call):  # the gate admits the call before it receives any piece
+            first, inputs = execute_io.streamed_inputs(request_iterator, self.service, call.checkpoint)
+            return self._execute(call, first.executable_id, inputs)
+        yield from execute_io.streamed_outputs(*self.gates.execute.run(context, work))
+
+    def _execute(self, call, executable_id: str, inputs: dict):
+        """(executable, outputs, execute_ms), timed on its slot: execute_ms leaves out the wait for one."""
+        with call.slot():
+            start = time.perf_counter()
+            return (*self.service.execute(executable_id, inputs, call.remaining()),
+                    (time.perf_counter() - start) * 1e3)
 
     def ListOps(self, request, context):
         return xlacs_pb2.ListOpsResponse(ops=[

@@ -1,0 +1,104 @@
+"""Execute's tensors on the wire (docs/data_plane.md): the inputs of a request decoded into arrays, and the outputs
+encoded into responses. Execute carries each tensor whole in one xlacs.v1.Tensor; ExecuteStream carries tensors as
+consecutive pieces (Tensor.offset), each input written into one array as its pieces come and each output sent from
+a view of it, so that no side holds a tensor's bytes twice. Each way a tensor travels has its function here."""
+from __future__ import annotations
+
+import itertools
+from typing import Callable, Iterator
+
+import grpc
+import numpy as np
+from xlacs import tensors
+from xlacs.v1 import xlacs_pb2
+
+from xlacs_server.errors import Cancelled, InvalidRequest
+from xlacs_server.execute.executable import Executable
+
+
+# --- Execute: each tensor whole ------------------------------------------------------------------------------
+
+def input_array(tensor: xlacs_pb2.Tensor) -> np.ndarray:
+    """An input sent as its bytes: a read-only array on them."""
+    try:
+        return tensors.from_proto(tensor)
+    except ValueError as e:  # UnsupportedDType too
+        raise InvalidRequest(str(e)) from None
+
+
+def inputs(request: xlacs_pb2.ExecuteRequest) -> dict[str, np.ndarray]:
+    """The inputs of an Execute by name."""
+    arrays = {}
+    for t in request.inputs:
+        if t.name in arrays:
+            raise InvalidRequest(f"input {t.name!r} is given more than once")
+        arrays[t.name] = input_array(t)
+    return arrays
+
+
+def response(executable: Executable, outputs: list[np.ndarray], execute_ms: float) -> xlacs_pb2.ExecuteResponse:
+    """The outputs of an Execute, each whole, in fetch order."""
+    reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms)
+    for s, a in zip(executable.outputs, outputs):
+        tensors.fill(reply.outputs.add(), s.name, a)
+    return reply
+
+
+# --- ExecuteStream: tensors in pieces --------------------------------------------------------------------------
+
+def streamed_inputs(requests: Iterator[xlacs_pb2.ExecuteRequest], service,
+                    checkpoint: Callable[[str], None]) -> tuple[xlacs_pb2.ExecuteRequest, dict[str, np.ndarray]]:
+    """The first request of an ExecuteStream (its executable_id, outputs and session) and the inputs put together
+    from the pieces of all of them, each input in one array allocated at its first piece once the inputs' declared
+    bytes are checked against max_input_bytes. A piece out of place is INVALID_ARGUMENT naming its input."""
+    requests = _received(requests)
+    first = next(requests, None)
+    if first is None or not first.executable_id:
+        raise InvalidRequest("the first request of an ExecuteStream names the executable (executable_id)")
+    loaded = service.loaded(first.executable_id)
+    names = {s.name for s in loaded.inputs}
+    declared = []
+
+    def start(name, dtype, shape, nbytes):
+        if name not in names:
+            raise InvalidRequest(f"input {name!r} is not an input of executable {loaded.id}; it takes {sorted(names)}")
+        if name in declared:
+            raise InvalidRequest(f"input {name!r} is given more than once: its pieces come one after another")
+        declared.append(name)
+        service.check_input_bytes(nbytes + sum(a.nbytes for _, a in assembly.tensors))
+    assembly = tensors.Assembly("input", start)
+    for request in itertools.chain([first], requests):
+        checkpoint("the next piece")
+        if request.executable_id not in ("", first.executable_id):
+            raise InvalidRequest(f"a request of the stream names executable {request.executable_id!r}, the first one "
+                                 f"{first.executable_id!r}")
+        try:
+            for piece in request.inputs:
+                assembly.add(piece)
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from None
+    try:
+        return first, dict(assembly.finish())
+    except ValueError as e:
+        raise InvalidRequest(str(e)) from None
+
+
+def streamed_outputs(executable: Executable, outputs: list[np.ndarray],
+                     execute_ms: float) -> Iterator[xlacs_pb2.ExecuteResponse]:
+    """The outputs of an ExecuteStream in fetch order, a piece per response, execute_ms on the first."""
+    first = True
+    for s, array in zip(executable.outputs, outputs):
+        array = tensors.little_endian(array)
+        for offset, content in tensors.pieces(array):
+            reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0)
+            tensors.fill_piece(reply.outputs.add(), s.name, array, offset, content)
+            first = False
+            yield reply
+
+
+def _received(requests: Iterator[xlacs_pb2.ExecuteRequest]) -> Iterator[xlacs_pb2.ExecuteRequest]:
+    """The requests as they arrive; a client that cancels or goes away midway ends the call as CANCELLED."""
+    try:
+        yield from requests
+    except grpc.RpcError:
+        raise Cancelled("the client cancelled the stream or went away before its last request") from None
