@@ -70,9 +70,11 @@ def _peer_round(models: list[Model], peers: PeerProcesses, results: dict) -> Non
             if name in row["errors"]:
                 continue
             try:
-                row["peer_first_call_ms"].setdefault(name, []).append(peer.build(graph))
+                ms = peer.build(graph)
             except PeerFailed as e:
                 row["errors"][name] = str(e)
+            else:
+                row["peer_first_call_ms"].setdefault(name, []).append(ms)
 
 
 def measure(models: list[Model], peers: PeerProcesses, directory: pathlib.Path, redis_server: RedisServer,

@@ -106,7 +106,10 @@ class PeerProcess:
 
     def close(self) -> None:
         """Closes its stdin, which ends the worker."""
-        self.process.stdin.close()
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass  # the worker has ended already (killed, or it crashed): stop() reaps it
 
     def stop(self) -> None:
         """Ends the worker; kills it if it does not end."""
