@@ -243,10 +243,12 @@ def test_pool3d_grads(client, padding):
         return (raw.MaxPool3DGrad(orig_input=x, orig_output=y, grad=grad, **pool),
                 raw.MaxPool3DGradGrad(orig_input=x, orig_output=y, grad=grad_grad, **pool),
                 raw.AvgPool3DGrad(orig_input_shape=tf.constant(x_shape), grad=grad, **pool))
-    # Distinct input values: where a window's maximum is tied, TF's MaxPool3DGrad gives the gradient to every
-    # tied element, and xlacs' lowering only to the first (a known difference, not yet lowered as TF does).
+    # Distinct values, then three levels, so that most windows' maxima are tied: TF's MaxPool3DGrad gives a tied
+    # maximum's gradient to every tied element, MaxPool3DGradGrad takes the first.
     distinct = (RNG.permutation(int(np.prod(x_shape))).reshape(x_shape) / 40.0 - 3.0).astype(np.float32)
-    compile_and_compare(client, fn, [distinct, rand(out_shape), rand(x_shape)])
+    tied = RNG.integers(0, 3, x_shape).astype(np.float32)
+    for x in (distinct, tied):
+        compile_and_compare(client, fn, [x, rand(out_shape), rand(x_shape)])
 
 
 # A quantization step is about 1e-2 here: a tolerance of 1e-6 catches a value rounded to the wrong step
