@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from benchmarks.models import Model
-from benchmarks.peers import TF_GRAPH, XLACS, PeerFailed
+from benchmarks.peers import TF_GRAPH, XLACS, XLACS_LOCAL, PeerFailed
 from benchmarks.peers.remote import PeerProcesses
 from benchmarks.timing import interleaved_turns, local
 
@@ -40,8 +40,15 @@ def measure_model(client, peers: PeerProcesses, model: Model, seconds: float) ->
             error_vs_tf[name] = max_relative_error(peer.outputs(graph), reference)
         except PeerFailed as e:
             errors[name] = str(e)
-    turns = {XLACS: local(lambda: executable(*model.inputs)),
-             **{name: functools.partial(peer.turn, graph) for name, peer in running.items() if name in error_vs_tf}}
+    turns = {XLACS: local(lambda: executable(*model.inputs))}
+    if model.small:  # compile remote, run local: downloaded once, then called in this process
+        here = executable.local()
+        if here.runs == "local":
+            error_vs_tf[XLACS_LOCAL] = max_relative_error(here(*model.inputs), reference)
+            turns[XLACS_LOCAL] = local(lambda: here(*model.inputs))
+        else:
+            errors[XLACS_LOCAL] = here.reason
+    turns.update({name: functools.partial(peer.turn, graph) for name, peer in running.items() if name in error_vs_tf})
     samples = interleaved_turns(turns, seconds)
     return {"peers": {name: s.summary() for name, s in samples.items()}, "errors": errors,
             "max_relative_error_vs_tf_graph": error_vs_tf}

@@ -3,7 +3,8 @@ measurement, what limits each missed goal (from the run's own profiles), and the
 from __future__ import annotations
 
 from benchmarks import goals
-from benchmarks.peers import IN_PROCESS, IN_PROCESS_EMBEDDED, ONLY_FOR, PEERS, RUNTIMES, TF_GRAPH, TF_XLA, XLACS
+from benchmarks.peers import (BUILDERS, IN_PROCESS, IN_PROCESS_EMBEDDED, ONLY_FOR, PEERS, RUNTIMES, TF_GRAPH, TF_XLA,
+                              XLACS)
 from benchmarks.machine import as_markdown
 from benchmarks.models import MB
 from benchmarks.transport import RAW
@@ -96,13 +97,13 @@ def _first_calls(results: dict) -> list[str]:
         first = row["peer_first_call_median_ms"]
         rows.append([name, _ms(row["median_ms"].get("cold_first_result_ms")),
                      *(_ms(first[peer]) if peer in first else "failed" if peer in row["errors"] else "—"
-                       for peer in PEERS[1:])])
+                       for peer in BUILDERS)])
         failures += [f"- {name}, {peer}: {e}" for peer, e in row["errors"].items()]
     return ["### First call: build + first result (ms)", "",
             "Each peer's process is given the frozen GraphDef and builds from it what its user would (TF imports "
             "it, OpenVINO's TensorFlow frontend reads the file, ONNX Runtime runs tf2onnx's conversion, xlacs "
             "compiles it cold), then returns its first result; medians of the rounds.", "",
-            *_table(["Model", "xlacs (cold + first result)", *PEERS[1:]], rows),
+            *_table(["Model", "xlacs (cold + first result)", *BUILDERS], rows),
             *(["Peers that could not build a model:", "", *failures, ""] if failures else [])]
 
 
@@ -136,7 +137,9 @@ def _execute(results: dict) -> list[str]:
             "lands on all of them. xlacs is a separate `xlacs serve` process called over loopback gRPC from the "
             "benchmark's process; every other peer runs in a process of its own on the same GraphDef and input "
             "files and times its own calls. *In-process JAX* calls the very program xlacs compiled (same passes, "
-            "lowering and PJRT options), so *xlacs / in-process JAX* is the service overhead; for the models of "
+            "lowering and PJRT options), so *xlacs / in-process JAX* is the service overhead; *xlacs, run local* (the small "
+            "models) is the executable the daemon compiled, downloaded once into the benchmark's process "
+            "(`Executable.local`) and called there; for the models of "
             f"{', '.join(ONLY_FOR[IN_PROCESS_EMBEDDED])}, *weights embedded* is the same graph compiled with "
             "`lift_threshold_bytes=0`, every weight a constant of the program. OpenVINO runs with f32 inference "
             "precision. Every peer keeps its engine's default threading, which uses the machine's cores: TensorFlow's "

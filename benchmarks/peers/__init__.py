@@ -12,6 +12,9 @@ import numpy as np
 Call = Callable[..., list[np.ndarray]]
 
 XLACS = "xlacs"  # not a peer process: the benchmark calls the daemon over loopback gRPC
+# Not a peer process either: the executable the daemon compiled, downloaded into the benchmark's process and run
+# there (Executable.local, issue 17), on the small models.
+XLACS_LOCAL = "xlacs, run local"
 TF_GRAPH, TF_XLA, TF2JAX = "TF graph mode", "TF XLA", "tf2jax"
 OPENVINO, ONNX_RUNTIME = "OpenVINO", "ONNX Runtime"
 IN_PROCESS, IN_PROCESS_EMBEDDED = "in-process JAX", "in-process JAX, weights embedded"
@@ -27,7 +30,7 @@ BUILDERS = {
     IN_PROCESS: "benchmarks.peers.xlacs_program:build_lifted",
     IN_PROCESS_EMBEDDED: "benchmarks.peers.xlacs_program:build_embedded",
 }
-PEERS = (XLACS, *BUILDERS)
+PEERS = (XLACS, XLACS_LOCAL, *BUILDERS)
 # Peers that run only some models: what weight lifting costs is measured on the models of the execute goals.
 ONLY_FOR = {IN_PROCESS_EMBEDDED: ("MobileNetV2", "ResNet50")}
 

@@ -12,6 +12,7 @@ from xlacs import dtypes, tensors
 from xlacs.auth import BearerToken
 from xlacs.digests import FileDigests
 from xlacs.graph_source import GraphSource
+from xlacs.local import BlobMemo, LocalExecutable, download
 from xlacs.upload import UploadReport, compile_by_digest
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 
@@ -88,6 +89,12 @@ class Executable:
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
         return self.execute(arrays)
 
+    def local(self) -> LocalExecutable:
+        """This executable downloaded and run in this process, called the same way (xlacs.local; needs the `local`
+        extra); where this process cannot run it, one that calls the daemon and says why (`runs`, `reason`).
+        Weights downloaded before by this client are not sent again."""
+        return download(self, self._client.blob_memo)
+
 
 class Client:
     """`credentials`: TLS (see xlacs.tls_credentials); `token`: sent as `authorization: Bearer <token>`."""
@@ -103,6 +110,7 @@ class Client:
         self.stub = xlacs_pb2_grpc.CompilerStub(self.channel)
         self.timeout = timeout
         self.file_digests = FileDigests()  # compiling a file again hashes nothing
+        self.blob_memo = BlobMemo()  # the weights of downloaded executables (Executable.local)
 
     def compile(self, graph, feeds: Mapping[str, tuple], fetches: Iterable[str], device: str = "",
                 name: str = "", dump_graphs: bool = False) -> Executable:

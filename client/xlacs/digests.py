@@ -8,17 +8,25 @@ import hashlib
 import mmap
 import os
 import threading
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from xlacs.v1 import xlacs_pb2
 
 # Files whose digests a client remembers; beyond this, the oldest are forgotten (and hashed again if compiled).
 MEMO_FILES = 1024
+CHUNK_BYTES = 4 << 20  # a blob travels in chunks of this size (UploadBlobs, DownloadExecutable)
 
 
 def digest(data) -> xlacs_pb2.Digest:
     """The digest of a bytes-like object (bytes, a memoryview of a mapped file, ...), without copying it."""
     return xlacs_pb2.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=memoryview(data).nbytes)
+
+
+def blob_chunks(blobs: Iterable[tuple[xlacs_pb2.Digest, memoryview]]) -> Iterator[xlacs_pb2.BlobChunk]:
+    """`blobs` as consecutive chunks of CHUNK_BYTES, each copied out of its view only as it is taken."""
+    for d, data in blobs:
+        for offset in range(0, max(len(data), 1), CHUNK_BYTES):  # an empty blob is one empty chunk
+            yield xlacs_pb2.BlobChunk(digest=d, offset=offset, data=bytes(data[offset:offset + CHUNK_BYTES]))
 
 
 def key(d: xlacs_pb2.Digest) -> tuple[str, int]:

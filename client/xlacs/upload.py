@@ -19,7 +19,6 @@ from xlacs import digests, manifest
 from xlacs.errors import error_details
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 
-CHUNK_BYTES = 4 << 20
 # Compiles of one graph that may each find blobs missing before the client gives up: the first by digest,
 # the one with the manifest, and one more after an eviction between FindMissingBlobs and that compile.
 MAX_COMPILES = 4
@@ -104,13 +103,9 @@ def _find_missing(stub, graph_manifest: xlacs_pb2.GraphManifest, timeout) -> dic
 
 
 def _upload(stub, blobs: list[tuple[xlacs_pb2.Digest, memoryview]], timeout) -> None:
-    """Streams `blobs` in chunks of CHUNK_BYTES, each copied out of its view only as it is sent."""
-    def chunks():
-        for digest, data in blobs:
-            for offset in range(0, max(len(data), 1), CHUNK_BYTES):  # an empty blob is one empty chunk
-                yield xlacs_pb2.BlobChunk(digest=digest, offset=offset, data=bytes(data[offset:offset + CHUNK_BYTES]))
+    """Streams `blobs` in chunks (digests.blob_chunks)."""
     if blobs:
-        stub.UploadBlobs(chunks(), timeout=timeout)
+        stub.UploadBlobs(digests.blob_chunks(blobs), timeout=timeout)
 
 
 def _compile_whole(stub, request, data: memoryview, report: UploadReport, timeout, named: bool):

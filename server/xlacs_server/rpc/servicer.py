@@ -5,7 +5,8 @@ from xlacs import dtypes, tensors
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server import version
 from xlacs_server.cache.blobs import checked_digest
-from xlacs_server.errors import InvalidRequest
+from xlacs_server.errors import InvalidRequest, LimitExceeded
+from xlacs_server.execute.download import download
 from xlacs_server.lower import registry
 from xlacs_server.rpc import execute_io
 from xlacs_server.rpc.limits import Gates
@@ -100,6 +101,14 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         blobs, size = self.gates.compile.run(
             context, lambda call: self.service.upload_blobs(request_iterator, call.checkpoint))
         return xlacs_pb2.UploadBlobsResponse(blobs=blobs, bytes=size)
+
+    def DownloadExecutable(self, request, context):
+        limit = self.service.settings.max_graph_nodes
+        if len(request.have) > limit:  # as FindMissingBlobs bounds its digests
+            raise LimitExceeded(f"DownloadExecutable names {len(request.have)} blobs in have", "max_graph_nodes", limit)
+        have = {checked_digest(d, f"have[{i}]") for i, d in enumerate(request.have)}
+        loaded = self.service.loaded(request.executable_id)
+        yield from download(loaded, _signature(loaded), have)
 
     def GetExecutable(self, request, context):
         loaded = self.service.loaded(request.executable_id)
