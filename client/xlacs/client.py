@@ -8,7 +8,7 @@ from typing import Iterable, Mapping, Sequence
 import grpc
 import numpy as np
 
-from xlacs import dtypes, tensors
+from xlacs import dtypes, streaming, tensors
 from xlacs.auth import BearerToken
 from xlacs.digests import FileDigests
 from xlacs.graph_source import GraphSource
@@ -70,6 +70,9 @@ class Executable:
         """Outputs in fetch order."""
         if not isinstance(inputs, Mapping):
             inputs = dict(zip(self.input_names, inputs, strict=True))
+        if all(isinstance(a, np.ndarray) for a in inputs.values()) and \
+                streaming.moved_bytes(inputs, self.signature.outputs) >= streaming.STREAM_BYTES:
+            return self._streamed(inputs)
         request = xlacs_pb2.ExecuteRequest(executable_id=self.id)
         for name, a in inputs.items():
             try:
@@ -81,10 +84,24 @@ class Executable:
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.NOT_FOUND:
                 raise
-            response, _ = self._client._recompile(self._request, self._source)
-            self.id = request.executable_id = response.executable_id
+            request.executable_id = self._recompiled()
             response = self._client.stub.Execute(request, timeout=self._client.timeout)
         return [tensors.from_proto(t) for t in response.outputs]
+
+    def _streamed(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Outputs of an ExecuteStream call (xlacs.streaming), compiled again where the daemon lacks the id."""
+        try:
+            return streaming.execute(self._client.stub, self.id, inputs, self._client.timeout)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            return streaming.execute(self._client.stub, self._recompiled(), inputs, self._client.timeout)
+
+    def _recompiled(self) -> str:
+        """The new id, after compiling again by digest on a daemon that does not know this one."""
+        response, _ = self._client._recompile(self._request, self._source)
+        self.id = response.executable_id
+        return self.id
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
         return self.execute(arrays)
