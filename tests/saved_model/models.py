@@ -1,0 +1,72 @@
+"""SavedModels written by TensorFlow and Keras, and TensorFlow's own outputs for them (the oracle)."""
+import functools
+import pathlib
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tests.models.keras_models import keras_application
+
+# One directory for the session's SavedModels: writing MobileNetV2 takes seconds, and each is written once.
+ROOT = pathlib.Path(tempfile.mkdtemp(prefix="xlacs-saved-models-"))
+
+
+class Affine(tf.Module):
+    """A tf.Module with two variables and two signatures, one returning a dict."""
+
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(3)
+        self.w = tf.Variable(rng.normal(size=(4, 3)).astype(np.float32), name="w")
+        self.b = tf.Variable(rng.normal(size=(3,)).astype(np.float32), name="b")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def __call__(self, x):
+        return {"y": tf.nn.relu(tf.matmul(x, self.w) + self.b), "total": tf.reduce_sum(x, axis=1)}
+
+    @tf.function(input_signature=[tf.TensorSpec([2, 3], tf.float32, name="v")])
+    def shift(self, v):
+        return v + self.b
+
+
+def two_io_model() -> keras.Model:
+    """A Keras model with two named inputs and a dict of two named outputs."""
+    keras.utils.set_random_seed(5)
+    a = keras.Input((6,), name="a")
+    b = keras.Input((3,), name="b")
+    hidden = keras.layers.Dense(8, activation="tanh")(keras.layers.Concatenate()([a, b]))
+    return keras.Model({"a": a, "b": b}, {"score": keras.layers.Dense(2, name="score")(hidden),
+                                         "embedding": keras.layers.Dense(4, name="embedding")(hidden)})
+
+
+@functools.lru_cache(maxsize=None)
+def saved(name: str) -> pathlib.Path:
+    """The SavedModel `name`: "affine" (tf.saved_model.save of a tf.Module), or "<model>_<saver>" with model
+    "two_io" or "mobilenet_v2" and saver "save" (tf.saved_model.save) or "export" (Keras 3 model.export())."""
+    path = ROOT / name
+    if name == "affine":
+        module = Affine()
+        tf.saved_model.save(module, str(path), signatures={"serving_default": module.__call__, "shift": module.shift})
+        return path
+    model_name, saver = name.rsplit("_", 1)
+    model = two_io_model() if model_name == "two_io" else keras_application("MobileNetV2", (1, 224, 224, 3))
+    if saver == "save":
+        tf.saved_model.save(model, str(path))
+    else:
+        model.export(str(path), verbose=False)
+    return path
+
+
+def tf_outputs(path: pathlib.Path, signature: str, inputs: dict) -> dict:
+    """The signature's outputs as TensorFlow computes them, by name."""
+    function = tf.saved_model.load(str(path)).signatures[signature]
+    return {name: t.numpy() for name, t in function(**{n: tf.constant(a) for n, a in inputs.items()}).items()}
+
+
+def random_inputs(signature, batch: int, seed: int = 0) -> dict:
+    """Inputs for a signature (xlacs.saved_model.Signature), its unknown dimensions set to `batch`."""
+    rng = np.random.default_rng(seed)
+    return {name: rng.uniform(-1, 1, tuple(batch if d < 0 else d for d in spec.shape)).astype(spec.dtype)
+            for name, spec in signature.inputs.items()}
