@@ -25,9 +25,10 @@ HEALTH_TIMEOUT_S = 5.0
 
 
 def parse_feed(text: str) -> tuple[str, tuple]:
-    """NAME=DTYPE[d0,d1,...], e.g. x:0=float32[1,224,224,3] (DTYPE[] is a scalar)."""
+    """NAME=DTYPE[d0,d1,...], e.g. x:0=float32[1,224,224,3] (DTYPE[] is a scalar; -1 is a dim known only at
+    Execute, docs/dynamic_shapes.md)."""
     name, sep, spec = text.rpartition("=")
-    match = re.fullmatch(r"\s*([A-Za-z0-9_]+)\s*\[([0-9,\s]*)\]\s*", spec)
+    match = re.fullmatch(r"\s*([A-Za-z0-9_]+)\s*\[((?:\s*-?[0-9]+\s*,)*\s*(?:-?[0-9]+\s*)?)\]\s*", spec)
     if not sep or not name or not match:
         raise argparse.ArgumentTypeError(f"--feed {text!r} is not NAME=DTYPE[d0,d1,...]")
     try:
@@ -36,6 +37,14 @@ def parse_feed(text: str) -> tuple[str, tuple]:
         raise argparse.ArgumentTypeError(f"feed {name!r} has {e}") from None
     shape = tuple(int(d) for d in match.group(2).replace(" ", "").split(",") if d)
     return name, (dtype, shape)
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """1,2,4,8: the sizes a -1 dim is padded to."""
+    try:
+        return tuple(int(d) for d in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--bucket-sizes {text!r} is not a list of sizes such as 1,2,4,8") from None
 
 
 def parse_input(text: str) -> tuple[str, str]:
@@ -49,7 +58,8 @@ def _compile(args, client: Client, feeds: dict):
     if not feeds:
         sys.exit("error: give each feed with --feed NAME=DTYPE[d0,...] (or --input NAME=FILE.npy for run)")
     executable = client.compile(args.graph, feeds, args.fetch, device=args.device,
-                                name=args.name or pathlib.Path(args.graph).stem, dump_graphs=bool(args.dump_graphs))
+                                name=args.name or pathlib.Path(args.graph).stem, dump_graphs=bool(args.dump_graphs),
+                                bucket_sizes=args.bucket_sizes)
     if args.dump_graphs:
         directory = pathlib.Path(args.dump_graphs)
         directory.mkdir(parents=True, exist_ok=True)
@@ -170,7 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help in (("compile", "compile a GraphDef"), ("run", "compile, execute and write .npy outputs")):
         p = client_command(name, help)
         p.add_argument("graph", help="a frozen GraphDef (.pb)")
-        p.add_argument("--feed", type=parse_feed, action="append", default=[], help="NAME=DTYPE[d0,d1,...]")
+        p.add_argument("--feed", type=parse_feed, action="append", default=[],
+                       help="NAME=DTYPE[d0,d1,...]; a dim of -1 is known only at run time")
+        p.add_argument("--bucket-sizes", type=parse_sizes, default=(), metavar="1,2,4,...",
+                       help="the sizes -1 dims are padded to (default: powers of two up to the daemon's "
+                            "max_bucket_size)")
         p.add_argument("--fetch", action="append", required=True, help="node:index to compute")
         p.add_argument("--device", default="", help="cpu:0, gpu:1, ... (default: the server's first)")
         p.add_argument("--name", default="", help="a label shown on the dashboard; not part of the executable id")

@@ -25,7 +25,7 @@ SERVICE_CONFIG = json.dumps({"loadBalancingConfig": [{"pick_first": {"shuffleAdd
 
 def _feed_spec(name: str, dtype, shape) -> xlacs_pb2.TensorSpec:
     """dtype: a numpy dtype, a name such as "float32", or a tf.DType; refused here, naming the feed, when
-    xlacs does not carry it."""
+    xlacs does not carry it. A dim of None or -1 is known only at Execute (docs/dynamic_shapes.md)."""
     try:
         if hasattr(dtype, "as_datatype_enum"):  # a tf.DType
             enum = dtype.as_datatype_enum
@@ -34,7 +34,7 @@ def _feed_spec(name: str, dtype, shape) -> xlacs_pb2.TensorSpec:
         dtypes.to_numpy(enum)
     except dtypes.UnsupportedDType as e:
         raise dtypes.UnsupportedDType(f"feed {name!r} has {e}") from None
-    return xlacs_pb2.TensorSpec(name=name, dtype=enum, shape=list(shape))
+    return xlacs_pb2.TensorSpec(name=name, dtype=enum, shape=[-1 if d is None else d for d in shape])
 
 
 class Executable:
@@ -130,17 +130,19 @@ class Client:
         self.blob_memo = BlobMemo()  # the weights of downloaded executables (Executable.local)
 
     def compile(self, graph, feeds: Mapping[str, tuple], fetches: Iterable[str], device: str = "",
-                name: str = "", dump_graphs: bool = False) -> Executable:
+                name: str = "", dump_graphs: bool = False, bucket_sizes: Sequence[int] = ()) -> Executable:
         """graph: a GraphDef message (ours or TF's), serialized bytes, or a path to a .pb file.
         feeds: {"x:0": (dtype, shape)}; dtype may be a numpy dtype, a name such as "float32", or a tf.DType.
         A dtype xlacs does not carry (strings, quantized types) raises UnsupportedDType naming the feed.
+        A dim of None or -1 is known only at Execute: the daemon pads it to the smallest of `bucket_sizes`
+        (default: powers of two up to its max_bucket_size) that holds it, and slices the outputs back.
         The graph travels by digest; its bytes only when the daemon lacks them, and then only the blobs it
         lacks (Executable.upload). With dump_graphs, Executable.graph_dumps holds the graph after each pass
         as pbtxt."""
         source = GraphSource(graph)
         request = xlacs_pb2.CompileRequest(
             fetches=list(fetches), device=device, graph_name=name, dump_graphs=dump_graphs,
-            feeds=[_feed_spec(n, d, s) for n, (d, s) in feeds.items()])
+            feeds=[_feed_spec(n, d, s) for n, (d, s) in feeds.items()], bucket_sizes=list(bucket_sizes))
         with source.open(self.file_digests) as (digest, data):
             request.graph_digest.CopyFrom(digest)
             response, upload = compile_by_digest(self.stub, request, lambda: contextlib.nullcontext(data),
@@ -153,17 +155,18 @@ class Client:
         """Compiles `request` by its digest again, reading `source` only if the daemon lacks the graph."""
         request = xlacs_pb2.CompileRequest(graph_digest=request.graph_digest, feeds=request.feeds,
                                            fetches=request.fetches, device=request.device,
-                                           graph_name=request.graph_name)
+                                           graph_name=request.graph_name, bucket_sizes=request.bucket_sizes)
         return compile_by_digest(self.stub, request, lambda: source.reopen(self.file_digests, request.graph_digest),
                                  self.timeout)
 
     def compile_function(self, fn, *input_signature, device: str = "", name: str = "",
-                         lower_control_flow: bool = True) -> Executable:
-        """Freezes a tf.function for `input_signature` (tf.TensorSpecs) with TensorFlow, then compiles it."""
+                         lower_control_flow: bool = True, bucket_sizes: Sequence[int] = ()) -> Executable:
+        """Freezes a tf.function for `input_signature` (tf.TensorSpecs) with TensorFlow, then compiles it. A
+        None dim (tf.TensorSpec([None, 224, 224, 3])) compiles into shape buckets, as in `compile`."""
         from xlacs.freeze import freeze
         frozen = freeze(fn, *input_signature, lower_control_flow=lower_control_flow)
         return self.compile(frozen.graph_def, frozen.feeds, frozen.fetches, device=device,
-                            name=name or getattr(fn, "__name__", ""))
+                            name=name or getattr(fn, "__name__", ""), bucket_sizes=bucket_sizes)
 
     def check(self, graph, device: str = "") -> xlacs_pb2.CheckGraphResponse:
         return self.stub.CheckGraph(xlacs_pb2.CheckGraphRequest(graph_def=GraphSource(graph).read(), device=device),

@@ -50,6 +50,9 @@ class Settings:
     lift_min_float_elements: int = 16
     max_loaded: int = 1024  # executable ids (program + weights bindings) kept loaded, LRU
     max_weight_bytes: int = 4 * GIB  # device-resident weights of the loaded ids; the least recently used go
+    # A feed's unknown (-1) dims are padded to buckets (docs/dynamic_shapes.md): the powers of two up to this when
+    # a Compile names none, and no explicit bucket may be larger.
+    max_bucket_size: int = 64
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
     # XLA debug options set on every compile, `name=value`; checked at start and part of the cache key
     # (compile/xla_options.py). XLA_FLAGS in the environment is checked at start too. The default turns XLA:CPU's

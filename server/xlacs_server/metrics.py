@@ -98,6 +98,12 @@ class ServiceCollector:
         yield CounterMetricFamily("xlacs_rpc_requests", "RPCs received", value=c.requests)
         yield CounterMetricFamily("xlacs_compiles", "Compiles that missed every cache tier", value=c.compiles)
         yield CounterMetricFamily("xlacs_executes", "Executions that succeeded", value=c.executes)
+        yield CounterMetricFamily("xlacs_bucket_compiles", "XLA compiles of a shape bucket of a feed with unknown "
+                                  "dims (docs/dynamic_shapes.md)", value=c.bucket_compiles)
+        yield CounterMetricFamily("xlacs_padding_elements", "Zeros added to inputs with unknown dims to reach their "
+                                  "bucket", value=c.padding_elements)
+        yield CounterMetricFamily("xlacs_padded_elements", "Elements of the inputs with unknown dims, as padded to "
+                                  "their bucket", value=c.padded_elements)
         workers = CounterMetricFamily("xlacs_execution_workers", "Execution workers started, killed at a "
                                       "deadline, or dead of a crash", labels=["device", "event"])
         for pool in self.service.workers.pools():

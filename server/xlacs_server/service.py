@@ -19,6 +19,7 @@ from xlacs.v1 import xlacs_pb2
 from xlacs_server import metrics
 from xlacs_server import passes  # noqa: F401  (registers the passes)
 from xlacs_server import unit
+from xlacs_server.buckets.dynamic import DynamicExecutable, DynamicExecutables
 from xlacs_server.cache import graphs, upload
 from xlacs_server.cache.bindings import Binding, BindingRecords
 from xlacs_server.cache.blobs import Digest, digest_of, open_blobs
@@ -60,6 +61,7 @@ class CompileSpec:
     graph_name: str = ""
     graph_digest: Digest | None = None
     graph_manifest: xlacs_pb2.GraphManifest | None = None
+    bucket_sizes: tuple[int, ...] = ()  # for feeds with unknown (-1) dims (buckets/)
 
 
 @dataclasses.dataclass
@@ -122,6 +124,9 @@ class Counters:
     executes: int = 0
     errors: int = 0
     upload_saved_bytes: int = 0  # bytes of blobs FindMissingBlobs found here already: not uploaded
+    bucket_compiles: int = 0  # XLA compiles of a bucket of a dynamic executable (buckets/)
+    padding_elements: int = 0  # zeros added to the inputs with unknown dims, of
+    padded_elements: int = 0  # all their elements as padded
     received_bytes: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # by RPC
     started: float = dataclasses.field(default_factory=time.time)
     recent_errors: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=100))
@@ -166,6 +171,7 @@ class CompilationService:
         self._flights_lock = threading.Lock()
         # A Compile by digest whose graph, signature, device and name were bound before -> that binding's id
         self._by_digest: collections.OrderedDict[tuple, str] = collections.OrderedDict()
+        self.dynamic = DynamicExecutables(self)  # executables of feeds with unknown dims (buckets/)
 
     # --- Compile ---------------------------------------------------------------------------------
 
@@ -209,6 +215,21 @@ class CompilationService:
                 self._keep_record(record, loaded, values, blobs)
             self._remember(by_digest, loaded)
         return CompileResult(loaded, tier, watch.ms)
+
+    @within_limits
+    def compile_dynamic(self, spec: CompileSpec, checkpoint: Callable[[str], None] = no_checkpoint,
+                        slot=no_slot) -> tuple[DynamicExecutable, str, dict[str, float]]:
+        """(executable, cache, stage_ms) of a Compile whose feeds have unknown dims (buckets/dynamic.py)."""
+        watch = Stopwatch(checkpoint, slot)
+        dynamic, cache = self.dynamic.compile(spec, watch)
+        return dynamic, cache, watch.ms
+
+    def graph_of(self, spec: CompileSpec) -> tuple[CompileSpec, bytes]:
+        """A Compile by digest's GraphDef, kept in the blob tiers, and the request by its digest alone: what a
+        dynamic executable keeps to compile its buckets when Executes first need them."""
+        self._check_graph_limits(spec)
+        graph_def = self._graph_def(spec)
+        return dataclasses.replace(spec, graph_def=b"", graph_manifest=None), graph_def
 
     def _binding_ingredients(self, spec: CompileSpec, device: DeviceRef) -> list[tuple[str, str]]:
         """What a Compile by digest's binding depends on, named: its binding record's name (cache/bindings.py)."""

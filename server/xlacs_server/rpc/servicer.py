@@ -4,6 +4,7 @@ import time
 from xlacs import dtypes, tensors
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server import version
+from xlacs_server.buckets.dynamic import has_unknown_dims
 from xlacs_server.cache.blobs import checked_digest
 from xlacs_server.errors import InvalidRequest, LimitExceeded
 from xlacs_server.execute.download import download
@@ -40,7 +41,12 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         if manifest is not None and digest is None:
             raise InvalidRequest("graph_manifest needs graph_digest: the digest of the GraphDef's bytes it names")
         spec = CompileSpec(request.graph_def, feeds, list(request.fetches), request.device, request.graph_name,
-                           digest, manifest)
+                           digest, manifest, tuple(request.bucket_sizes))
+        if has_unknown_dims(feeds):  # compiles into shape buckets when Executes need them (buckets/)
+            dynamic, cache, stage_ms = self.gates.compile.run(
+                context, lambda call: self.service.compile_dynamic(spec, call.checkpoint, call.slot))
+            return xlacs_pb2.CompileResponse(executable_id=dynamic.id, signature=_signature(dynamic),
+                                             stage_ms=stage_ms, cache=cache)
         result, dumps = self.gates.compile.run(context, lambda call: (
             self.service.compile(spec, call.checkpoint, call.slot),
             self.service.dump_passes(spec) if request.dump_graphs else []))
@@ -61,11 +67,15 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         yield from execute_io.streamed_outputs(*self.gates.execute.run(context, work))
 
     def _execute(self, call, executable_id: str, inputs: dict):
-        """(executable, outputs, execute_ms), timed on its slot: execute_ms leaves out the wait for one."""
+        """(executable, outputs, execute_ms), timed on its slot: execute_ms leaves out the wait for one. An
+        executable with unknown dims runs its bucket's, compiled first under the compile gate if this daemon lacks
+        it, without an execute slot."""
+        route = self.service.dynamic.route(executable_id, inputs, lambda spec: self.gates.compile.run(
+            call.context, lambda compiling: self.service.compile(spec, compiling.checkpoint, compiling.slot)))
         with call.slot():
             start = time.perf_counter()
-            return (*self.service.execute(executable_id, inputs, call.remaining()),
-                    (time.perf_counter() - start) * 1e3)
+            executable, outputs = self.service.execute(route.executable_id, route.inputs, call.remaining())
+            return executable, route.outputs(outputs), (time.perf_counter() - start) * 1e3
 
     def ListOps(self, request, context):
         return xlacs_pb2.ListOpsResponse(ops=[
@@ -88,6 +98,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         return xlacs_pb2.Stats(
             tiers=tiers, blob_tiers=blob_tiers, received_bytes=c.received(),
             upload_saved_bytes=c.upload_saved_bytes, compiles=c.compiles, executes=c.executes, errors=c.errors,
+            bucket_compiles=c.bucket_compiles, padding_elements=c.padding_elements, padded_elements=c.padded_elements,
             uptime_s=time.time() - c.started, version=version.VERSION,
             devices=[xlacs_pb2.Device(name=d.name, platform=d.platform, kind=d.kind) for d in self.service.devices.all])
 

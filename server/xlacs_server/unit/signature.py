@@ -29,7 +29,8 @@ def with_signature(graph: Graph, feeds: list[Feed], fetches: list[str]) -> Graph
                 raise InvalidRequest(f"{kind} {str(e)!r} names node {e.node!r}, which is not in the graph")
     for e, (name, dtype, shape) in zip(fed, feeds):
         if any(d < 0 for d in shape):
-            raise InvalidRequest(f"feed {name!r} has shape {list(shape)}: every dimension must be static and >= 0")
+            raise InvalidRequest(f"feed {name!r} has shape {list(shape)}: a dimension is a size >= 0, or -1 "
+                                 f"for one known only at Execute")
         limits.check_shape(f"feed {name!r}", shape)
         node = graph.nodes[e.node]
         if not is_variable(node):
