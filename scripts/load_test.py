@@ -60,6 +60,9 @@ LIMITS = [
     ("execute_deadline_s", "seconds a program with loops may run, in an execution worker that is then killed "
                            "(the client's deadline applies too)", "DEADLINE_EXCEEDED"),
     ("workers", "gRPC threads; calls beyond them", "RESOURCE_EXHAUSTED, at once"),
+    ("max_sessions", "shared-memory sessions open at once (OpenSession calls, which hold no gRPC thread)",
+     "RESOURCE_EXHAUSTED"),
+    ("max_session_regions", "shared-memory regions registered in one session", "RESOURCE_EXHAUSTED"),
     ("max_loaded", "executable ids (a program bound to its weights) kept loaded", "the least recently used go"),
     ("blob_memory_bytes", "blobs and graph manifests kept in the process",
      "the least recently used go (a Compile by digest that needs one is NOT_FOUND naming it, and the client "

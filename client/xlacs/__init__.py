@@ -3,5 +3,7 @@ from xlacs.auth import tls_credentials
 from xlacs.client import Client, Executable
 from xlacs.errors import ErrorDetails, error_details
 from xlacs.freeze import FrozenGraph, freeze
+from xlacs.shared_memory import SharedMemory
 
-__all__ = ["Client", "ErrorDetails", "Executable", "error_details", "FrozenGraph", "freeze", "tls_credentials"]
+__all__ = ["Client", "ErrorDetails", "Executable", "error_details", "FrozenGraph", "freeze", "SharedMemory",
+           "tls_credentials"]

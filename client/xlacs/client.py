@@ -13,6 +13,7 @@ from xlacs.auth import BearerToken
 from xlacs.digests import FileDigests
 from xlacs.graph_source import GraphSource
 from xlacs.local import BlobMemo, LocalExecutable, download
+from xlacs.shared_memory import Regions
 from xlacs.upload import UploadReport, compile_by_digest
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 
@@ -66,17 +67,26 @@ class Executable:
         """The digest of the GraphDef's bytes."""
         return self._request.graph_digest
 
-    def execute(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Outputs in fetch order."""
+    def execute(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], *,
+                out: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
+        """Outputs in fetch order.
+        Shared memory (xlacs.SharedMemory): an input that is an array of an open SharedMemory of this client travels
+        by reference, and `out` ({output: such an array}) has the daemon write outputs into them; those come back
+        as the arrays of `out`."""
         if not isinstance(inputs, Mapping):
             inputs = dict(zip(self.input_names, inputs, strict=True))
-        if all(isinstance(a, np.ndarray) for a in inputs.values()) and \
+        regions, out = self._client.regions, out or {}
+        shared = bool(out) or any(regions.ref(a) is not None for a in inputs.values())
+        if not shared and all(isinstance(a, np.ndarray) for a in inputs.values()) and \
                 streaming.moved_bytes(inputs, self.signature.outputs) >= streaming.STREAM_BYTES:
             return self._streamed(inputs)
-        request = xlacs_pb2.ExecuteRequest(executable_id=self.id)
+        request = xlacs_pb2.ExecuteRequest(executable_id=self.id, session_id=regions.session_id if shared else "",
+                                           outputs=regions.output_requests(out, self.output_names))
         for name, a in inputs.items():
+            tensor = request.inputs.add()
             try:
-                tensors.fill(request.inputs.add(), name, a)
+                if not regions.fill_input(tensor, name, a):
+                    tensors.fill(tensor, name, a)
             except dtypes.UnsupportedDType as e:
                 raise dtypes.UnsupportedDType(f"input {name!r} has {e}") from None
         try:
@@ -86,7 +96,7 @@ class Executable:
                 raise
             request.executable_id = self._recompiled()
             response = self._client.stub.Execute(request, timeout=self._client.timeout)
-        return [tensors.from_proto(t) for t in response.outputs]
+        return [out[t.name] if t.HasField("shared_memory") else tensors.from_proto(t) for t in response.outputs]
 
     def _streamed(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs of an ExecuteStream call (xlacs.streaming), compiled again where the daemon lacks the id."""
@@ -128,6 +138,7 @@ class Client:
         self.timeout = timeout
         self.file_digests = FileDigests()  # compiling a file again hashes nothing
         self.blob_memo = BlobMemo()  # the weights of downloaded executables (Executable.local)
+        self.regions = Regions(self.stub)  # the session of this client's SharedMemory regions
 
     def compile(self, graph, feeds: Mapping[str, tuple], fetches: Iterable[str], device: str = "",
                 name: str = "", dump_graphs: bool = False, bucket_sizes: Sequence[int] = ()) -> Executable:
@@ -183,6 +194,7 @@ class Client:
                                        timeout=self.timeout)
 
     def close(self) -> None:
+        self.regions.close()
         self.channel.close()
 
     def __enter__(self) -> "Client":

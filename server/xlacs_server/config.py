@@ -53,6 +53,12 @@ class Settings:
     # A feed's unknown (-1) dims are padded to buckets (docs/dynamic_shapes.md): the powers of two up to this when
     # a Compile names none, and no explicit bucket may be larger.
     max_bucket_size: int = 64
+    # Same-host shared memory (docs/data_plane.md): who may register regions ("off"; "local": loopback and
+    # Unix-socket clients; "any": every client, as for one in a container sharing the host's /dev/shm), how many
+    # sessions may be open (OpenSession calls; they hold no gRPC thread) and regions each may have.
+    shared_memory: str = "local"
+    max_sessions: int = 64
+    max_session_regions: int = 64
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
     # XLA debug options set on every compile, `name=value`; checked at start and part of the cache key
     # (compile/xla_options.py). XLA_FLAGS in the environment is checked at start too. The default turns XLA:CPU's

@@ -151,6 +151,11 @@ class MissingBlobs(NotFound):
             digests=[xlacs_pb2.Digest(hash=h, size_bytes=size) for h, size in self.missing])]
 
 
+class PermissionDenied(XlacsError):
+    """The daemon's settings do not let this client do it; the message names the setting."""
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
 class DeviceUnavailable(XlacsError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 

@@ -56,6 +56,9 @@ def serve(args) -> None:
     # The deadline is kept here, not by gRPC's own grace: its timer would cancel the calls at a moment of its
     # own, and a call cut there may end its work before it is counted.
     drained = server.stop(grace=threading.TIMEOUT_MAX)
+    # Sessions end now (no new one can start): their calls stay open otherwise, and the drain would wait for them
+    # to its deadline. An Execute in flight keeps the regions it uses mapped until it is done.
+    service.shared_memory.close_all()
     if not drained.wait(settings.shutdown_grace_s):
         cut = metrics.calls_in_flight()
         if cut:

@@ -116,9 +116,19 @@ class ServiceCollector:
         yield CounterMetricFamily("xlacs_weight_evictions", "Loaded executables dropped, least recently used "
                                                             "first, to stay within max_loaded and max_weight_bytes",
                                   value=weights.evictions)
+        yield from self._shared_memory()
         yield from self._tiers()
         yield from self._blobs()
         yield from self._memory()
+
+    def _shared_memory(self):
+        """Sessions and the clients' shared-memory regions mapped under them (docs/data_plane.md, Shared memory)."""
+        sessions, regions, size = self.service.shared_memory.totals()
+        yield GaugeMetricFamily("xlacs_shared_memory_sessions", "Open sessions (OpenSession calls; bounded by "
+                                                                "max_sessions)", value=sessions)
+        yield GaugeMetricFamily("xlacs_shared_memory_regions", "Clients' shared-memory regions mapped (bounded by "
+                                                               "max_session_regions per session)", value=regions)
+        yield GaugeMetricFamily("xlacs_shared_memory_bytes", "Bytes of the mapped regions", value=size)
 
     def _tiers(self):
         yield from _tier_families("xlacs_cache", "Cache", [(t.tier, t.stats) for t in self.service.tiers], {

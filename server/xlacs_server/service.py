@@ -34,6 +34,7 @@ from xlacs_server.errors import LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers, has_loops
+from xlacs_server.execute.shared_memory import SharedMemory
 from xlacs_server.execute.weights import WeightStore, content_hash, weights_digest
 from xlacs_server.graph import limits as graph_limits
 from xlacs_server.graph.fingerprint import fingerprint
@@ -161,6 +162,7 @@ class CompilationService:
             (tier.secret for tier in self.tiers if isinstance(tier, PersistentTier)), secrets.token_bytes(32)))
         self.counters = Counters()
         self.weights = WeightStore()
+        self.shared_memory = SharedMemory(settings)  # sessions and their regions (docs/data_plane.md)
         if settings.isolate_executions not in ISOLATION_POLICIES:
             raise ValueError(f"isolate_executions={settings.isolate_executions!r}: use one of {ISOLATION_POLICIES}")
         self.workers = Workers()
@@ -513,7 +515,9 @@ class CompilationService:
         return upload.upload(self.blobs, chunks, self.settings.max_graph_bytes, checkpoint)
 
     def close(self) -> None:
-        """At shutdown: stops the execution workers and releases the cache leases still held."""
+        """At shutdown: ends the sessions (unmapping their regions), stops the execution workers and releases the
+        cache leases still held."""
+        self.shared_memory.close_all()
         self.workers.close()
         self.tiers.close()
 

@@ -122,6 +122,13 @@ class TierHistory(BaseModel):
     points: list[HitRatePoint]
 
 
+class SharedMemory(BaseModel):
+    """Clients' shared-memory regions mapped now (docs/data_plane.md, Shared memory)."""
+    sessions: int = Field(description="open sessions (OpenSession calls)")
+    regions: int
+    bytes: int = Field(description="of the regions, together")
+
+
 class Cache(BaseModel):
     interval_s: float = Field(description="seconds between samples")
     tiers: list[Tier]
@@ -129,6 +136,7 @@ class Cache(BaseModel):
     blob_tiers: list[BlobTier] = Field(description="blobs and graph manifests of compiles by digest, per tier")
     received_bytes: dict[str, int] = Field(description="request bytes received, by RPC")
     upload_saved_bytes: int = Field(description="bytes of the blobs FindMissingBlobs found here already")
+    shared_memory: SharedMemory
 
 
 class TensorSpec(BaseModel):

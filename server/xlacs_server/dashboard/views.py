@@ -105,7 +105,9 @@ def cache(dash: Dash) -> models.Cache:
                                                          for when, r, n in hit_rates(history, t.tier)])
                  for t in dash.service.tiers],
         blob_tiers=[_tier(models.BlobTier, s.stats) for s in dash.service.blobs.stores],
-        received_bytes=counters.received(), upload_saved_bytes=counters.upload_saved_bytes)
+        received_bytes=counters.received(), upload_saved_bytes=counters.upload_saved_bytes,
+        shared_memory=models.SharedMemory(**dict(zip(("sessions", "regions", "bytes"),
+                                                     dash.service.shared_memory.totals()))))
 
 
 def _tier(model, s, **more):

@@ -61,8 +61,9 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         return guarded
 
     def _guard_stream(self, method: str, inner):
-        # Not the handler's attributes (updated=()): the health service's Watch is marked experimental_non_blocking,
-        # and gRPC would then call the guard with a third argument it does not take.
+        if getattr(inner, "experimental_non_blocking", False):
+            return self._guard_non_blocking(method, inner)
+        # Not the handler's attributes (updated=()): a generator must not be marked experimental_non_blocking.
         @functools.wraps(inner, updated=())
         def guarded(request, context):
             self.counters.add(requests=1)
@@ -70,6 +71,19 @@ class ErrorInterceptor(grpc.ServerInterceptor):
                 yield from inner(request, context)
             except Exception as e:  # noqa: BLE001
                 self._abort(method, context, e)
+        return guarded
+
+    def _guard_non_blocking(self, method: str, inner):
+        """A response-streaming handler marked experimental_non_blocking (OpenSession, the health service's Watch)
+        sends its responses through a callback and returns at once: its call stays open without holding one of
+        the server's threads, and does not count against maximum_concurrent_rpcs."""
+        def guarded(request, context, send_response_callback):
+            self.counters.add(requests=1)
+            try:
+                inner(request, context, send_response_callback)
+            except Exception as e:  # noqa: BLE001
+                self._abort(method, context, e)
+        guarded.experimental_non_blocking = True
         return guarded
 
     def _abort(self, method: str, context, error: Exception):

@@ -9,11 +9,12 @@ from typing import Callable, Iterator
 
 import grpc
 import numpy as np
-from xlacs import tensors
+from xlacs import dtypes, tensors
 from xlacs.v1 import xlacs_pb2
 
 from xlacs_server.errors import Cancelled, InvalidRequest
 from xlacs_server.execute.executable import Executable
+from xlacs_server.execute.shared_memory import Lease, Target
 
 
 # --- Execute: each tensor whole ------------------------------------------------------------------------------
@@ -26,22 +27,52 @@ def input_array(tensor: xlacs_pb2.Tensor) -> np.ndarray:
         raise InvalidRequest(str(e)) from None
 
 
-def inputs(request: xlacs_pb2.ExecuteRequest) -> dict[str, np.ndarray]:
+def inputs(request: xlacs_pb2.ExecuteRequest, lease: Lease) -> dict[str, np.ndarray]:
     """The inputs of an Execute by name."""
     arrays = {}
     for t in request.inputs:
         if t.name in arrays:
             raise InvalidRequest(f"input {t.name!r} is given more than once")
-        arrays[t.name] = input_array(t)
+        arrays[t.name] = lease.input(t) if t.HasField("shared_memory") else input_array(t)
     return arrays
 
 
-def response(executable: Executable, outputs: list[np.ndarray], execute_ms: float) -> xlacs_pb2.ExecuteResponse:
-    """The outputs of an Execute, each whole, in fetch order."""
+def response(executable: Executable, outputs: list[np.ndarray], execute_ms: float,
+             targets: dict[str, Target]) -> xlacs_pb2.ExecuteResponse:
+    """The outputs of an Execute, each whole, in fetch order; those of `targets` written into shared memory."""
     reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms)
+    unknown = sorted(set(targets) - {s.name for s in executable.outputs})
+    if unknown:
+        raise InvalidRequest(f"output {unknown[0]!r} is not an output of the executable; its outputs are "
+                             f"{[s.name for s in executable.outputs]}")
     for s, a in zip(executable.outputs, outputs):
-        tensors.fill(reply.outputs.add(), s.name, a)
+        if s.name in targets:
+            shared_output(reply.outputs.add(), targets[s.name], a)
+        else:
+            tensors.fill(reply.outputs.add(), s.name, a)
     return reply
+
+
+# --- Shared memory: bytes in a client's region (execute/shared_memory.py) ---------------------------------------
+
+def output_targets(request: xlacs_pb2.ExecuteRequest, lease: Lease) -> dict[str, Target]:
+    """The outputs an Execute writes into shared-memory regions (OutputRequest.shared_memory), by name."""
+    targets = {}
+    for o in request.outputs:
+        if o.HasField("shared_memory"):
+            if o.name in targets or o.keep:
+                raise InvalidRequest(f"output {o.name!r} goes to shared memory once, and is then not kept")
+            targets[o.name] = lease.output(o.name, o.shared_memory)
+    return targets
+
+
+def shared_output(tensor: xlacs_pb2.Tensor, target: Target, output: np.ndarray) -> None:
+    """An output written into its region, and into `tensor` its name, dtype, shape and where it is."""
+    output = np.asarray(output)
+    target.write(output)
+    tensor.name, tensor.dtype = target.name, dtypes.from_numpy(output.dtype)
+    tensor.shape.extend(output.shape)
+    tensor.shared_memory.CopyFrom(target.ref)
 
 
 # --- ExecuteStream: tensors in pieces --------------------------------------------------------------------------

@@ -56,9 +56,11 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                                          graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
     def Execute(self, request, context):
-        inputs = execute_io.inputs(request)
-        return execute_io.response(*self.gates.execute.run(
-            context, lambda call: self._execute(call, request.executable_id, inputs)))
+        with self.service.shared_memory.lease(request.session_id) as lease:  # its regions stay mapped until done
+            inputs = execute_io.inputs(request, lease)
+            targets = execute_io.output_targets(request, lease)
+            return execute_io.response(*self.gates.execute.run(
+                context, lambda call: self._execute(call, request.executable_id, inputs)), targets)
 
     def ExecuteStream(self, request_iterator, context):
         def work(call):  # the gate admits the call before it receives any piece
@@ -95,10 +97,12 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         c = self.service.counters
         tiers = [xlacs_pb2.TierStats(**vars(t.stats)) for t in self.service.tiers]
         blob_tiers = [xlacs_pb2.TierStats(**vars(s.stats)) for s in self.service.blobs.stores]
+        _, regions, region_bytes = self.service.shared_memory.totals()
         return xlacs_pb2.Stats(
             tiers=tiers, blob_tiers=blob_tiers, received_bytes=c.received(),
             upload_saved_bytes=c.upload_saved_bytes, compiles=c.compiles, executes=c.executes, errors=c.errors,
             bucket_compiles=c.bucket_compiles, padding_elements=c.padding_elements, padded_elements=c.padded_elements,
+            shared_memory_regions=regions, shared_memory_bytes=region_bytes,
             uptime_s=time.time() - c.started, version=version.VERSION,
             devices=[xlacs_pb2.Device(name=d.name, platform=d.platform, kind=d.kind) for d in self.service.devices.all])
 
@@ -129,6 +133,26 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             stage_ms={**e.stage_ms, **({"prepare": e.prepare.ms} if e.prepare else {})}, passes=e.passes,
             size_bytes=e.size_bytes, hits=e.hits,
             created_unix=e.created, last_used_unix=e.last_used)
+
+    def OpenSession(self, request, context, send_response_callback):
+        # Non-blocking (marked below): the call stays open while the session lives, holding no gRPC thread.
+        shared_memory = self.service.shared_memory
+        session_id = shared_memory.open(context.peer(), lambda: send_response_callback(None))
+        if not context.add_callback(lambda: shared_memory.close(session_id)):
+            shared_memory.close(session_id)  # the call ended already
+            return
+        send_response_callback(xlacs_pb2.SessionEvent(session_id=session_id))
+
+    OpenSession.experimental_non_blocking = True
+
+    def RegisterSharedMemory(self, request, context):
+        self.service.shared_memory.register(request.session_id, request.name, request.key, request.offset,
+                                            request.byte_size, context.peer())
+        return xlacs_pb2.RegisterSharedMemoryResponse()
+
+    def UnregisterSharedMemory(self, request, context):
+        return xlacs_pb2.UnregisterSharedMemoryResponse(
+            regions=self.service.shared_memory.unregister(request.session_id, request.name))
 
 
 def _in_slot(call, work):

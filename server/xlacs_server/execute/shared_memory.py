@@ -1,0 +1,287 @@
+"""Same-host shared memory (docs/data_plane.md, Shared memory): sessions and the regions registered under them.
+
+A region maps part of a client's POSIX shared-memory object (/dev/shm/<key without its slash>) into the daemon;
+an Execute then reads inputs from it as numpy views and writes outputs into it, so the tensors' bytes never
+travel through gRPC. The daemon never creates or unlinks the object: it maps it at RegisterSharedMemory and
+unmaps it at UnregisterSharedMemory, when the session's OpenSession call ends (the client closes it or goes
+away), or at shutdown. A region in use by an Execute is unmapped when that Execute is done with it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import mmap
+import os
+import re
+import secrets
+import stat
+import threading
+from typing import Callable
+
+import numpy as np
+from xlacs import dtypes
+
+from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied, echoed
+
+log = logging.getLogger(__name__)
+
+SHM_DIR = "/dev/shm"  # where Linux keeps POSIX shared-memory objects: shm_open("/k") opens /dev/shm/k
+# shm_open's portable names: one leading slash and no other; a file name of at most 255 bytes.
+KEY = re.compile(r"/[A-Za-z0-9_.-]{1,255}")
+REGION_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
+POLICIES = ("off", "local", "any")  # who may register regions (settings.shared_memory)
+_LOCAL_PEERS = re.compile(r"(unix:|unix-abstract:|ipv4:127\.|ipv6:(\[|%5B)::1(\]|%5D):)")
+
+
+@dataclasses.dataclass(eq=False)
+class Region:
+    """Bytes [offset, offset + byte_size) of one shared-memory object, mapped read-write."""
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+    _map: mmap.mmap = dataclasses.field(repr=False)
+    _start: int  # where the region starts in the map: the object's offset rounded down to a page
+    users: int = 1  # its registration, plus each Execute using it now
+
+    @classmethod
+    def open(cls, name: str, key: str, offset: int, byte_size: int) -> "Region":
+        if not KEY.fullmatch(key) or key in ("/.", "/.."):
+            raise InvalidRequest(f"region {echoed(name)}: key {echoed(key)} is not a POSIX shared-memory name: "
+                                 "one leading slash, then 1 to 255 of A-Z a-z 0-9 _ . - (as shm_open takes it)",
+                                 region=name, key=key[:80])
+        if offset < 0 or byte_size <= 0:
+            raise InvalidRequest(f"region {echoed(name)}: offset {offset} and byte_size {byte_size} must be >= 0 "
+                                 "and > 0", region=name)
+        path = os.path.join(SHM_DIR, key[1:])
+        try:  # no symlinks: /dev/shm is writable by every user
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise InvalidRequest(f"region {echoed(name)}: no shared-memory object {echoed(key)} on the daemon's "
+                                 f"host ({path}); create it first, on the same host (or /dev/shm) as the daemon",
+                                 region=name, key=key) from None
+        except OSError as e:
+            raise InvalidRequest(f"region {echoed(name)}: the daemon (uid {os.getuid()}) cannot open "
+                                 f"{echoed(key)} read-write ({e.strerror}): give the object a mode that lets it",
+                                 region=name, key=key) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise InvalidRequest(f"region {echoed(name)}: {echoed(key)} is not a shared-memory object",
+                                     region=name, key=key)
+            if info.st_size < offset + byte_size:
+                raise InvalidRequest(f"region {echoed(name)}: {echoed(key)} has {info.st_size} bytes, fewer than "
+                                     f"offset + byte_size = {offset + byte_size}", region=name, key=key)
+            start = offset - offset % mmap.ALLOCATIONGRANULARITY
+            mapped = mmap.mmap(fd, offset + byte_size - start, offset=start)
+        finally:
+            os.close(fd)  # the map keeps its own descriptor
+        return cls(name, key, offset, byte_size, mapped, offset - start)
+
+    def view(self, ref, what: str, dtype: np.dtype, shape: tuple[int, ...], *, writable: bool) -> np.ndarray:
+        """The array of `dtype` and `shape` at `ref` (a SharedMemoryRef into this region), a view of the
+        client's bytes; `what` names the input or output in errors."""
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if ref.byte_size != expected:
+            raise InvalidRequest(f"{what}: shared_memory.byte_size is {ref.byte_size}, but {dtype}{list(shape)} "
+                                 f"has {expected} bytes")
+        if ref.offset < 0 or ref.offset + ref.byte_size > self.byte_size:
+            raise InvalidRequest(f"{what}: bytes [{ref.offset}, {ref.offset + ref.byte_size}) are not within region "
+                                 f"{echoed(self.name)} of {self.byte_size} bytes")
+        # The client may have shrunk its object since: touching pages past its end would kill the daemon (SIGBUS).
+        if self._map.size() < self.offset + self.byte_size:
+            raise InvalidRequest(f"{what}: shared-memory object {echoed(self.key)} shrank to {self._map.size()} "
+                                 f"bytes since region {echoed(self.name)} was registered")
+        start = self._start + ref.offset
+        memory = memoryview(self._map)[start:start + ref.byte_size]
+        return np.frombuffer(memory if writable else memory.toreadonly(), dtype).reshape(shape)
+
+    def close(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:  # an array still views it: the mapping goes with the last view
+            log.debug("region %s of %s unmapped when its last view goes", self.name, self.key)
+
+
+@dataclasses.dataclass(eq=False)
+class Session:
+    id: str
+    end: Callable[[], None]  # ends its OpenSession call (with OK)
+    regions: dict[str, Region] = dataclasses.field(default_factory=dict)
+
+
+class Lease:
+    """The regions one Execute uses, held until it is done with them (the end of its `with` block)."""
+
+    def __init__(self, sessions: "SharedMemory", session_id: str):
+        self._sessions = sessions
+        self._session_id = session_id
+        self._held: list[Region] = []
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        held, self._held = self._held, []
+        self._sessions.release(held)
+
+    def _region(self, ref, what: str) -> Region:
+        if not self._session_id:
+            raise InvalidRequest(f"{what}: shared_memory needs the request's session_id (OpenSession)")
+        region = self._sessions.acquire(self._session_id, ref.region, what)
+        self._held.append(region)
+        return region
+
+    def input(self, tensor) -> np.ndarray:
+        """The input `tensor` (an xlacs.v1.Tensor with shared_memory), read-only, without a copy."""
+        what = f"input {echoed(tensor.name)}"
+        try:
+            dtype = dtypes.to_numpy(tensor.dtype)
+        except dtypes.UnsupportedDType as e:
+            raise InvalidRequest(f"{what} has {e}") from None
+        shape = tuple(tensor.shape)
+        if any(d < 0 for d in shape):
+            raise InvalidRequest(f"{what} has a negative dimension in shape {list(shape)}")
+        return self._region(tensor.shared_memory, what).view(tensor.shared_memory, what, dtype, shape,
+                                                            writable=False)
+
+    def output(self, name: str, ref) -> "Target":
+        """Where output `name` goes: `ref`, in a region of the session."""
+        return Target(name, ref, self._region(ref, f"output {echoed(name)}"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Bytes of a leased region that an output is written into."""
+    name: str
+    ref: object  # xlacs.v1.SharedMemoryRef
+    region: Region
+
+    def write(self, array: np.ndarray) -> None:
+        """Copies the output into the region, if `ref` has exactly its size."""
+        view = self.region.view(self.ref, f"output {echoed(self.name)}", array.dtype, array.shape, writable=True)
+        np.copyto(view, array)
+
+
+class SharedMemory:
+    """The open sessions and their regions, bounded by max_sessions and max_session_regions."""
+
+    def __init__(self, settings):
+        if settings.shared_memory not in POLICIES:
+            raise ValueError(f"shared_memory={settings.shared_memory!r}: use one of {POLICIES}")
+        self.settings = settings
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def open(self, peer: str, end: Callable[[], None]) -> str:
+        """A new session's id; `end` ends its call, when the daemon shuts down."""
+        self._check_peer(peer)
+        with self._lock:
+            if len(self._sessions) >= self.settings.max_sessions:
+                raise LimitExceeded(f"{len(self._sessions)} sessions are open", "max_sessions",
+                                    self.settings.max_sessions)
+            session = Session(secrets.token_urlsafe(18), end)
+            self._sessions[session.id] = session
+        return session.id
+
+    def close(self, session_id: str) -> int:
+        """Ends a session, unmapping its regions; how many it had."""
+        with self._lock:
+            session = self._sessions.pop(session_id, None)
+            regions = list(session.regions.values()) if session else []
+        self.release(regions)
+        return len(regions)
+
+    def register(self, session_id: str, name: str, key: str, offset: int, byte_size: int, peer: str) -> None:
+        self._check_peer(peer)
+        if not REGION_NAME.fullmatch(name):
+            raise InvalidRequest(f"region name {echoed(name)} must be 1 to 128 of A-Z a-z 0-9 _ . : / -")
+        with self._lock:
+            self._session(session_id)
+        region = Region.open(name, key, offset, byte_size)  # outside the lock: it touches the file system
+        try:
+            with self._lock:
+                session = self._session(session_id)
+                if name in session.regions:
+                    raise InvalidRequest(f"region {echoed(name)} is registered already in this session; "
+                                         "unregister it first", region=name)
+                if len(session.regions) >= self.settings.max_session_regions:
+                    raise LimitExceeded(f"the session has {len(session.regions)} regions", "max_session_regions",
+                                        self.settings.max_session_regions)
+                session.regions[name] = region
+        except Exception:
+            region.close()
+            raise
+        log.info("session %s… mapped region %s: %s [%d, %d)", session_id[:6], name, key, offset, offset + byte_size)
+
+    def unregister(self, session_id: str, name: str) -> int:
+        """Unmaps region `name` of the session, or all of its regions when `name` is empty; how many."""
+        with self._lock:
+            session = self._session(session_id)
+            if not name:
+                regions, session.regions = list(session.regions.values()), {}
+            elif name in session.regions:
+                regions = [session.regions.pop(name)]
+            else:
+                raise NotFound(f"region {echoed(name)} is not registered in this session", region=name)
+        self.release(regions)
+        return len(regions)
+
+    def lease(self, session_id: str) -> Lease:
+        """For one Execute: `with shared_memory.lease(id) as lease`, then `lease.input`, `lease.output`."""
+        return Lease(self, session_id)
+
+    def acquire(self, session_id: str, name: str, what: str) -> Region:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None:
+                raise InvalidRequest(f"{what}: session {echoed(session_id)} is not open on this server "
+                                     "(it ended, or another server opened it)")
+            region = session.regions.get(name)
+            if region is None:
+                raise InvalidRequest(f"{what}: region {echoed(name)} is not registered in the session")
+            region.users += 1
+        return region
+
+    def release(self, regions: list[Region]) -> None:
+        """Drops one use of each region (a registration or an Execute's); unmaps those nothing uses."""
+        closing = []
+        with self._lock:
+            for region in regions:
+                region.users -= 1
+                if region.users == 0:
+                    closing.append(region)
+        for region in closing:
+            region.close()
+
+    def totals(self) -> tuple[int, int, int]:
+        """(sessions, regions, bytes) registered now."""
+        with self._lock:
+            regions = [r for s in self._sessions.values() for r in s.regions.values()]
+            return len(self._sessions), len(regions), sum(r.byte_size for r in regions)
+
+    def close_all(self) -> None:
+        """At shutdown: every session ends, and so does its call (a drain would wait for it otherwise)."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            self.close(session.id)
+            session.end()
+
+    def _session(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise NotFound(f"session {echoed(session_id)} is not open on this server (it ended, or another server "
+                           "opened it); open one with OpenSession", session=session_id[:80])
+        return session
+
+    def _check_peer(self, peer: str) -> None:
+        policy = self.settings.shared_memory
+        if policy == "any" or (policy == "local" and _LOCAL_PEERS.match(peer)):
+            return
+        raise PermissionDenied(
+            "shared memory is off on this server (shared_memory=off)" if policy == "off" else
+            f"shared memory is for clients on the daemon's host (shared_memory=local), and {echoed(peer)} is not "
+            "a loopback or Unix-socket peer; a client in a container that shares the host's /dev/shm needs "
+            "XLACS_SHARED_MEMORY=any", setting="shared_memory")
+

@@ -1,0 +1,285 @@
+"""Same-host shared memory over real gRPC: Execute reads inputs from a client's POSIX shared-memory region and writes
+outputs into one; every bad reference is INVALID_ARGUMENT naming its input or output; the daemon unmaps a region
+when the client unregisters it, when its session's call ends (the client closes its channel), and at shutdown;
+sessions are bounded by max_sessions and hold no gRPC thread."""
+import contextlib
+import os
+import secrets
+import time
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.graphs import GraphBuilder
+from tests.security.conftest import running
+from xlacs import Client, SharedMemory, dtypes
+from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
+
+SHAPE = (512, 256)  # 512 KiB of float32
+
+
+def scale_graph():
+    """y = x * 2 and z = x + w on float32 x and w: a GraphDef, its feeds and fetches."""
+    b = GraphBuilder()
+    x, w = b.placeholder("x", shape=SHAPE), b.placeholder("w", shape=SHAPE)
+    b.op("y", "Mul", x, b.const("two", np.float32(2)))
+    b.op("z", "AddV2", x, w)
+    return b.graph_def, {"x:0": (np.float32, SHAPE), "w:0": (np.float32, SHAPE)}, ["y:0", "z:0"]
+
+
+def mapped(key: str) -> bool:
+    """Whether this process maps the shared-memory object `key`: the tests' daemon runs in it, so for an object
+    the test made by hand (shm_object), whether the daemon maps it."""
+    with open("/proc/self/maps") as f:
+        return any(line.rstrip().endswith(f"/dev/shm{key}") or f"/dev/shm{key} (deleted)" in line for line in f)
+
+
+def wait_for(condition, what: str, timeout_s: float = 20):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s} s"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    with running() as server:
+        yield server
+
+
+@pytest.fixture
+def client(daemon):
+    with Client(daemon.address, timeout=120) as c:
+        yield c
+
+
+@pytest.fixture
+def executable(client):
+    return client.compile(*scale_graph())
+
+
+def values(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
+
+
+def test_inputs_and_outputs_through_shared_memory_match_numpy(daemon, client, executable):
+    x, w = values(0), values(1)
+    received = client.stats().received_bytes["Execute"] if "Execute" in client.stats().received_bytes else 0
+    with SharedMemory(client, 4 << 20) as shm:
+        x_in, w_in = shm.put(x), shm.put(w)
+        y, z = shm.array(SHAPE, np.float32), shm.array(SHAPE, np.float32)
+        outputs = executable.execute({"x:0": x_in, "w:0": w_in}, out={"y:0": y, "z:0": z})
+        assert outputs[0] is y and outputs[1] is z
+        np.testing.assert_array_equal(y, x * 2)
+        np.testing.assert_array_equal(z, x + w)
+        # The bytes stayed in shared memory: the requests carried references only
+        assert client.stats().received_bytes["Execute"] - received < 2000
+        # Mixed: one input by reference, one by content; one output into the region, the other returned
+        w2 = values(2)
+        y2, z2 = executable.execute({"x:0": x_in, "w:0": w2}, out={"z:0": z})
+        assert z2 is z
+        np.testing.assert_array_equal(y2, x * 2)
+        np.testing.assert_array_equal(z, x + w2)
+        stats = client.stats()
+        assert (stats.shared_memory_regions, stats.shared_memory_bytes) == (1, 4 << 20)
+    assert client.stats().shared_memory_regions == 0
+    assert not os.path.exists(f"/dev/shm{shm.key}"), "the client unlinks its object on close"
+
+
+def test_the_metrics_and_the_dashboard_model_count_the_regions(daemon, client):
+    from xlacs_server.metrics import registry_for
+    metrics = registry_for(daemon.service)
+    with SharedMemory(client, 1 << 20), SharedMemory(client, 3 << 20):
+        assert metrics.get_sample_value("xlacs_shared_memory_regions") == 2
+        assert metrics.get_sample_value("xlacs_shared_memory_bytes") == 4 << 20
+        assert metrics.get_sample_value("xlacs_shared_memory_sessions") >= 1
+    assert metrics.get_sample_value("xlacs_shared_memory_regions") == 0
+
+
+@contextlib.contextmanager
+def shm_object(size: int):
+    """A POSIX shared-memory object made by hand (no session): its key."""
+    key = f"/xlacs-test-{secrets.token_hex(6)}"
+    fd = os.open(f"/dev/shm{key}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.ftruncate(fd, size)
+    os.close(fd)
+    try:
+        yield key
+    finally:
+        os.unlink(f"/dev/shm{key}")
+
+
+def refused(call, code=grpc.StatusCode.INVALID_ARGUMENT) -> str:
+    with pytest.raises(grpc.RpcError) as error:
+        call()
+    assert error.value.code() == code, error.value.details()
+    return error.value.details()
+
+
+def register(client, session_id, name, key, offset=0, byte_size=4096):
+    return lambda: client.stub.RegisterSharedMemory(xlacs_pb2.RegisterSharedMemoryRequest(
+        session_id=session_id, name=name, key=key, offset=offset, byte_size=byte_size), timeout=30)
+
+
+def test_bad_registrations_say_what_is_wrong(daemon, client, tmp_path):
+    session = client.regions.session()
+    with shm_object(8192) as key:
+        assert "not a POSIX shared-memory name" in refused(register(client, session, "r", key[1:]))
+        assert "not a POSIX shared-memory name" in refused(register(client, session, "r", "/a/b"))
+        assert "not a POSIX shared-memory name" in refused(register(client, session, "r", "/" + "x" * 300))
+        assert "no shared-memory object" in refused(register(client, session, "r", key + "-missing"))
+        assert "fewer than offset + byte_size = 8193" in refused(register(client, session, "r", key, 1, 8192))
+        assert "must be >= 0 and > 0" in refused(register(client, session, "r", key, -1))
+        assert "must be >= 0 and > 0" in refused(register(client, session, "r", key, 0, 0))
+        assert "region name" in refused(register(client, session, "bad name!", key))
+        assert "is not open" in refused(register(client, "no-such-session", "r", key), grpc.StatusCode.NOT_FOUND)
+        register(client, session, "r", key, 4096, 4096)()  # an offset within the object, past a page
+        assert mapped(key)
+        assert "registered already" in refused(register(client, session, "r", key))
+        assert daemon.service.shared_memory.totals()[1:] >= (1, 4096)
+        unregister = xlacs_pb2.UnregisterSharedMemoryRequest(session_id=session, name="r")
+        assert client.stub.UnregisterSharedMemory(unregister).regions == 1
+        assert "not registered" in refused(lambda: client.stub.UnregisterSharedMemory(unregister),
+                                           grpc.StatusCode.NOT_FOUND)
+        assert not mapped(key)
+    # A symlink in /dev/shm (writable by every user) is not followed to a file of the daemon's user
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"s" * 8192)
+    link = f"/xlacs-test-link-{secrets.token_hex(4)}"
+    os.symlink(secret, f"/dev/shm{link}")
+    try:
+        assert "cannot open" in refused(register(client, session, "link", link))
+    finally:
+        os.unlink(f"/dev/shm{link}")
+
+
+def execute_request(executable, session_id, x_ref, w_ref, z_ref=None, shape=SHAPE):
+    request = xlacs_pb2.ExecuteRequest(executable_id=executable.id, session_id=session_id)
+    for name, ref, dims in (("x:0", x_ref, shape), ("w:0", w_ref, SHAPE)):
+        request.inputs.add(name=name, dtype=dtypes.from_numpy(np.float32), shape=dims).shared_memory.CopyFrom(ref)
+    if z_ref is not None:
+        request.outputs.add(name="z:0").shared_memory.CopyFrom(z_ref)
+    return request
+
+
+def test_bad_references_in_an_execute_name_the_input_or_output(client, executable):
+    nbytes = int(np.prod(SHAPE)) * 4
+    with SharedMemory(client, 8 << 20) as shm:
+        session = client.regions.session_id
+        x, w, y = shm.put(values(3)), shm.array(SHAPE), shm.array(SHAPE)
+        w[...] = 1
+        ref = xlacs_pb2.SharedMemoryRef
+
+        def execute(session=session, x_ref=shm.ref(x), **kwargs):
+            return lambda: client.stub.Execute(execute_request(executable, session, x_ref, shm.ref(w), **kwargs),
+                                               timeout=60)
+        cases = [
+            ("no session", dict(session=""), "input 'x:0': shared_memory needs the request's session_id"),
+            ("unknown session", dict(session="nope"), "input 'x:0': session 'nope' is not open"),
+            ("unknown region", dict(x_ref=ref(region="nope", offset=0, byte_size=nbytes)),
+             "input 'x:0': region 'nope' is not registered"),
+            ("past the end", dict(x_ref=ref(region=shm.name, offset=(8 << 20) - 4096, byte_size=nbytes)),
+             "input 'x:0': bytes"),
+            ("negative offset", dict(x_ref=ref(region=shm.name, offset=-4, byte_size=nbytes)), "input 'x:0': bytes"),
+            ("size against shape", dict(x_ref=ref(region=shm.name, offset=0, byte_size=nbytes - 4)),
+             f"input 'x:0': shared_memory.byte_size is {nbytes - 4}"),
+            ("shape against the signature", dict(shape=(256, 256), x_ref=ref(region=shm.name, byte_size=nbytes // 2)),
+             "input 'x:0': expected float32[512, 256]"),
+            ("output size", dict(z_ref=ref(region=shm.name, offset=0, byte_size=nbytes * 2)),
+             f"output 'z:0': shared_memory.byte_size is {nbytes * 2}"),
+            ("output region", dict(z_ref=ref(region="nope", offset=0, byte_size=nbytes)),
+             "output 'z:0': region 'nope' is not registered"),
+        ]
+        for case, kwargs, message in cases:
+            assert message in refused(execute(**kwargs)), case
+        bad_output = execute_request(executable, session, shm.ref(x), shm.ref(w))
+        bad_output.outputs.add(name="nope:0").shared_memory.CopyFrom(ref(region=shm.name, byte_size=nbytes))
+        assert "output 'nope:0'" in refused(lambda: client.stub.Execute(bad_output, timeout=60))
+        # Still usable after all of that
+        executable.execute({"x:0": x, "w:0": w}, out={"y:0": y})
+        np.testing.assert_array_equal(y, values(3) * 2)
+
+
+def test_an_object_shrunk_after_registration_is_refused_not_a_crash(client, executable):
+    with SharedMemory(client, 4 << 20) as shm:
+        x, y = shm.put(values(4)), shm.array(SHAPE)
+        os.truncate(f"/dev/shm{shm.key}", 4096)
+        assert "shrank to 4096 bytes" in refused(lambda: executable.execute({"x:0": x, "w:0": x}, out={"y:0": y}))
+        os.truncate(f"/dev/shm{shm.key}", 4 << 20)
+        executable.execute({"x:0": x, "w:0": x}, out={"y:0": y})
+
+
+def test_a_client_that_goes_away_leaves_nothing_mapped(daemon):
+    before = daemon.service.shared_memory.totals()
+    with shm_object(1 << 20) as key, grpc.insecure_channel(daemon.address) as channel:
+        stub = xlacs_pb2_grpc.CompilerStub(channel)
+        call = stub.OpenSession(xlacs_pb2.OpenSessionRequest())  # the session lasts as long as the call
+        stub.RegisterSharedMemory(xlacs_pb2.RegisterSharedMemoryRequest(
+            session_id=next(call).session_id, name="r", key=key, byte_size=1 << 20), timeout=30)
+        assert daemon.service.shared_memory.totals()[:2] == (before[0] + 1, before[1] + 1)
+        assert mapped(key)
+        channel.close()  # no Unregister, no end of the session: as a client that crashes
+        wait_for(lambda: daemon.service.shared_memory.totals() == before, "the session's end")
+        assert not mapped(key)
+
+
+def test_unregistering_every_region_of_the_session(client):
+    with shm_object(1 << 20) as first, shm_object(1 << 20) as second:
+        session = client.regions.session()
+        register(client, session, "first", first, 0, 1 << 20)()
+        register(client, session, "second", second, 0, 1 << 20)()
+        removed = client.stub.UnregisterSharedMemory(xlacs_pb2.UnregisterSharedMemoryRequest(session_id=session))
+        assert removed.regions == 2 and not mapped(first) and not mapped(second)
+
+
+def test_a_daemon_that_stops_leaves_nothing_mapped():
+    with shm_object(1 << 20) as key:
+        with running() as server:  # stops as `xlacs serve` does: the server, then the service
+            channel = grpc.insecure_channel(server.address)
+            stub = xlacs_pb2_grpc.CompilerStub(channel)
+            session = stub.OpenSession(xlacs_pb2.OpenSessionRequest())
+            stub.RegisterSharedMemory(xlacs_pb2.RegisterSharedMemoryRequest(
+                session_id=next(session).session_id, name="r", key=key, byte_size=1 << 20), timeout=30)
+            assert mapped(key)
+        assert not mapped(key), "the session's call was still open when the daemon stopped"
+        assert server.service.shared_memory.totals() == (0, 0, 0)
+        assert os.path.exists(f"/dev/shm{key}"), "the daemon never unlinks a client's object"
+        channel.close()
+
+
+def test_sessions_are_bounded_and_hold_no_thread():
+    # 16 gRPC threads, and 20 sessions open: they hold none of them, so calls still run
+    with running(workers=16, max_sessions=20) as server, grpc.insecure_channel(server.address) as channel, \
+            Client(server.address, timeout=60) as client:
+        stub = xlacs_pb2_grpc.CompilerStub(channel)
+        calls = [stub.OpenSession(xlacs_pb2.OpenSessionRequest()) for _ in range(20)]
+        ids = {next(call).session_id for call in calls}
+        assert len(ids) == 20
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        executable = client.compile(*scale_graph())
+        np.testing.assert_array_equal(executable(values(5), values(6))[0], values(5) * 2)
+        extra = stub.OpenSession(xlacs_pb2.OpenSessionRequest())
+        message = refused(lambda: next(extra), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        assert "max_sessions=20" in message
+        calls[0].cancel()
+        wait_for(lambda: server.service.shared_memory.totals()[0] == 19, "the cancelled session's end")
+        assert next(stub.OpenSession(xlacs_pb2.OpenSessionRequest())).session_id not in ids
+
+
+def test_regions_per_session_are_bounded_and_the_policy_is_enforced():
+    with running(max_session_regions=1) as server, Client(server.address, timeout=60) as client:
+        with SharedMemory(client, 4096):
+            with pytest.raises(grpc.RpcError) as error:
+                SharedMemory(client, 4096)
+            assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "max_session_regions=1" in error.value.details()
+        assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"xlacs-{os.getpid()}-")], \
+            "a region the daemon refused is unlinked"
+    with running(shared_memory="off") as server, Client(server.address, timeout=60) as client:
+        with pytest.raises(grpc.RpcError) as error:
+            SharedMemory(client, 4096)
+        assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "shared_memory=off" in error.value.details()
