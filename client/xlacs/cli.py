@@ -8,6 +8,7 @@ import os
 import pathlib
 import re
 import sys
+import time
 
 import grpc
 import numpy as np
@@ -17,6 +18,8 @@ from xlacs import dtypes
 from xlacs.auth import tls_credentials
 from xlacs.client import Client
 from xlacs.errors import error_details
+from xlacs.saved_model import (DEFAULT_SIGNATURE, InvalidInput, SavedModel, SavedModelError, check_inputs,
+                               compile_signature)
 from xlacs.v1 import xlacs_pb2
 
 DEFAULT_SERVER = "localhost:50051"
@@ -57,15 +60,45 @@ def parse_input(text: str) -> tuple[str, str]:
 def _compile(args, client: Client, feeds: dict):
     if not feeds:
         sys.exit("error: give each feed with --feed NAME=DTYPE[d0,...] (or --input NAME=FILE.npy for run)")
+    if not args.fetch:
+        sys.exit("error: give each output of a GraphDef with --fetch NODE:INDEX")
     executable = client.compile(args.graph, feeds, args.fetch, device=args.device,
                                 name=args.name or pathlib.Path(args.graph).stem, dump_graphs=bool(args.dump_graphs),
                                 bucket_sizes=args.bucket_sizes)
+    _write_graph_dumps(args, executable)
+    return executable
+
+
+def _write_graph_dumps(args, executable) -> None:
     if args.dump_graphs:
         directory = pathlib.Path(args.dump_graphs)
         directory.mkdir(parents=True, exist_ok=True)
         for label, pbtxt in executable.graph_dumps.items():
             (directory / f"{label}.pbtxt").write_text(pbtxt)
+
+
+def saved_model_directory(path: str) -> pathlib.Path | None:
+    """The SavedModel directory `path` names (the directory, or its saved_model.pb), or None for a GraphDef."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        return path
+    return path.parent if path.name == "saved_model.pb" else None
+
+
+def _compile_signature(args, client: Client, signature, shapes: dict):
+    executable = compile_signature(client, signature, shapes, device=args.device,
+                                   name=args.name or saved_model_directory(args.graph).resolve().name,
+                                   dump_graphs=bool(args.dump_graphs))
+    _write_graph_dumps(args, executable)
     return executable
+
+
+def _signature_record(executable) -> dict:
+    """The compile record of a SavedModel signature: its inputs and outputs by name, with dtypes and shapes."""
+    return {**_compile_record(executable), "signature": executable.signature_key,
+            "inputs": {n: {"dtype": str(s.dtype), "shape": list(s.shape)} for n, s in executable.inputs.items()},
+            "outputs": {n: {"dtype": str(s.dtype), "shape": list(s.shape) if s.shape is not None else None}
+                        for n, s in executable.outputs.items()}}
 
 
 def _compile_record(executable) -> dict:
@@ -76,8 +109,18 @@ def _compile_record(executable) -> dict:
 
 
 def cmd_compile(args, client: Client) -> dict:
-    executable = _compile(args, client, dict(args.feed))
-    record = _compile_record(executable)
+    directory = saved_model_directory(args.graph)
+    if directory is None:
+        executable = _compile(args, client, dict(args.feed))
+        record = _compile_record(executable)
+    else:  # --feed NAME=DTYPE[...] gives a signature input's shape
+        signature = SavedModel(directory).signature(args.signature)
+        for name, (dtype, _) in args.feed:
+            if name in signature.inputs and dtype != signature.inputs[name].dtype:
+                raise InvalidInput(f"--feed {name} is {dtype}; signature {signature.key!r} takes "
+                                   f"{signature.inputs[name].dtype}")
+        executable = _compile_signature(args, client, signature, {n: shape for n, (_, shape) in args.feed})
+        record = _signature_record(executable)
     if not args.json:
         print(f"{executable.id}  cache={executable.cache}  uploaded={executable.upload.uploaded_bytes}B  " +
               "  ".join(f"{k}={v:.1f}ms" for k, v in executable.stage_ms.items()))
@@ -85,21 +128,34 @@ def cmd_compile(args, client: Client) -> dict:
 
 
 def cmd_run(args, client: Client) -> dict:
+    """Outputs by name (fetch, or a signature's output name), each with its file, dtype and shape."""
     inputs = {name: np.load(path, allow_pickle=False) for name, path in args.input}
-    feeds = {name: (a.dtype, a.shape) for name, a in inputs.items()}
-    feeds.update(dict(args.feed))
-    executable = _compile(args, client, feeds)
-    outputs = executable.execute(inputs)
+    directory = saved_model_directory(args.graph)
+    if directory is None:
+        feeds = {name: (a.dtype, a.shape) for name, a in inputs.items()}
+        feeds.update(dict(args.feed))
+        executable = _compile(args, client, feeds)
+        record = _compile_record(executable)
+        start = time.perf_counter()
+        outputs = dict(zip(executable.output_names, executable.execute(inputs)))
+    else:
+        signature = SavedModel(directory).signature(args.signature)
+        check_inputs(signature.key, signature.inputs, inputs)
+        executable = _compile_signature(args, client, signature, {n: a.shape for n, a in inputs.items()})
+        record = _signature_record(executable)
+        start = time.perf_counter()
+        outputs = executable.execute(inputs)
+    execute_ms = (time.perf_counter() - start) * 1e3
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
-    for name, array in zip(executable.output_names, outputs):
+    for name, array in outputs.items():
         path = out_dir / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".npy")
         np.save(path, array)
-        written[name] = str(path)
+        written[name] = {"path": str(path), "dtype": str(array.dtype), "shape": list(array.shape)}
         if not args.json:
             print(f"{name}: {array.dtype}{list(array.shape)} -> {path}")
-    return {**_compile_record(executable), "outputs": written}
+    return {**record, "outputs": written, "execute_ms": round(execute_ms, 3)}
 
 
 def cmd_ops(args, client: Client) -> dict:
@@ -179,13 +235,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, help in (("compile", "compile a GraphDef"), ("run", "compile, execute and write .npy outputs")):
         p = client_command(name, help)
-        p.add_argument("graph", help="a frozen GraphDef (.pb)")
+        p.add_argument("graph", help="a frozen GraphDef (.pb), or a SavedModel directory")
+        p.add_argument("--signature", default=DEFAULT_SIGNATURE,
+                       help=f"a SavedModel's signature key (default {DEFAULT_SIGNATURE})")
         p.add_argument("--feed", type=parse_feed, action="append", default=[],
                        help="NAME=DTYPE[d0,d1,...]; a dim of -1 is known only at run time")
         p.add_argument("--bucket-sizes", type=parse_sizes, default=(), metavar="1,2,4,...",
                        help="the sizes -1 dims are padded to (default: powers of two up to the daemon's "
                             "max_bucket_size)")
-        p.add_argument("--fetch", action="append", required=True, help="node:index to compute")
+        p.add_argument("--fetch", action="append", default=[],
+                       help="node:index to compute (a GraphDef's; a SavedModel's are its signature's outputs)")
         p.add_argument("--device", default="", help="cpu:0, gpu:1, ... (default: the server's first)")
         p.add_argument("--name", default="", help="a label shown on the dashboard; not part of the executable id")
         p.add_argument("--dump-graphs", default="", metavar="DIR", help="write the graph after each pass as pbtxt")
@@ -222,6 +281,12 @@ def main(argv=None) -> int:
     try:
         with Client(args.server, timeout=args.timeout, credentials=_credentials(args), token=args.token) as client:
             record = COMMANDS[args.command](args, client)
+    except (SavedModelError, InvalidInput) as e:  # refused here, before any call: as the daemon would
+        if args.json:
+            print(json.dumps({"error": {"code": grpc.StatusCode.INVALID_ARGUMENT.name, "message": str(e)}}))
+        else:
+            print(f"error: {e}", file=sys.stderr)
+        return 2
     except grpc.RpcError as e:
         if args.json:
             details = error_details(e)

@@ -52,7 +52,7 @@ def test_run_mobilenet_v2_writes_tf_outputs(server, tmp_path):
     (feed,), (fetch,) = frozen.feeds, frozen.fetches
     record = json.loads(xlacs("run", str(graph), "--input", f"{feed}={tmp_path / 'x.npy'}", "--fetch", fetch,
                               "--out", str(tmp_path / "out"), server=server).stdout)
-    got = np.load(record["outputs"][fetch])
+    got = np.load(record["outputs"][fetch]["path"])
     assert_close(got, model(x, training=False).numpy())
 
 
