@@ -70,6 +70,11 @@ LIMITS = [
     ("max_weight_bytes", "device-resident weights of the loaded ids, prepared weights included; the least "
                          "recently used ids go (an Execute of one is NOT_FOUND, and the client compiles again)", "RESOURCE_EXHAUSTED for one graph "
                                                                               "whose weights alone exceed it"),
+    ("max_resident_bytes", "bytes of the resident tensors: outputs Executes kept on the device (OutputRequest.keep) "
+                           "until FreeTensors or their time to live (`resident_ttl_s` by default) frees them",
+     "RESOURCE_EXHAUSTED for an Execute that keeps outputs; nothing is kept"),
+    ("max_resident_tensors", "resident tensors, whatever their size", "RESOURCE_EXHAUSTED for an Execute that keeps "
+                                                                      "outputs; nothing is kept"),
 ]
 
 

@@ -3,7 +3,8 @@ from xlacs.auth import tls_credentials
 from xlacs.client import Client, Executable
 from xlacs.errors import ErrorDetails, error_details
 from xlacs.freeze import FrozenGraph, freeze
+from xlacs.resident import ResidentTensor
 from xlacs.shared_memory import SharedMemory
 
-__all__ = ["Client", "ErrorDetails", "Executable", "error_details", "FrozenGraph", "freeze", "SharedMemory",
-           "tls_credentials"]
+__all__ = ["Client", "ErrorDetails", "Executable", "error_details", "FrozenGraph", "freeze", "ResidentTensor",
+           "SharedMemory", "tls_credentials"]

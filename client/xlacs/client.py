@@ -8,12 +8,13 @@ from typing import Iterable, Mapping, Sequence
 import grpc
 import numpy as np
 
-from xlacs import dtypes, streaming, tensors
+from xlacs import dtypes, resident, streaming, tensors
 from xlacs.auth import BearerToken
 from xlacs.digests import FileDigests
+from xlacs.errors import error_details
 from xlacs.graph_source import GraphSource
+from xlacs.resident import ResidentTensor
 from xlacs.local import BlobMemo, LocalExecutable, download
-from xlacs.saved_model import DEFAULT_SIGNATURE, SignatureExecutable, compile_saved_model
 from xlacs.shared_memory import Regions
 from xlacs.upload import UploadReport, compile_by_digest
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
@@ -69,8 +70,11 @@ class Executable:
         return self._request.graph_digest
 
     def execute(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], *,
-                out: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
-        """Outputs in fetch order.
+                keep: bool | Iterable[str] = (), ttl_s: float = 0.0,
+                out: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray | ResidentTensor]:
+        """Outputs in fetch order. An input may be a ResidentTensor (of the same daemon): its handle travels, not
+        its bytes. The outputs named in `keep` (all of them with True) stay on the daemon's device and come back
+        as ResidentTensors, for `ttl_s` seconds unless freed before (0: the daemon's resident_ttl_s).
         Shared memory (xlacs.SharedMemory): an input that is an array of an open SharedMemory of this client travels
         by reference, and `out` ({output: such an array}) has the daemon write outputs into them; those come back
         as the arrays of `out`."""
@@ -78,26 +82,30 @@ class Executable:
             inputs = dict(zip(self.input_names, inputs, strict=True))
         regions, out = self._client.regions, out or {}
         shared = bool(out) or any(regions.ref(a) is not None for a in inputs.values())
-        if not shared and all(isinstance(a, np.ndarray) for a in inputs.values()) and \
+        if not keep and not shared and all(isinstance(a, np.ndarray) for a in inputs.values()) and \
                 streaming.moved_bytes(inputs, self.signature.outputs) >= streaming.STREAM_BYTES:
             return self._streamed(inputs)
-        request = xlacs_pb2.ExecuteRequest(executable_id=self.id, session_id=regions.session_id if shared else "",
-                                           outputs=regions.output_requests(out, self.output_names))
+        request = xlacs_pb2.ExecuteRequest(
+            executable_id=self.id, session_id=regions.session_id if shared else "",
+            outputs=[*resident.output_requests(self.output_names, keep, ttl_s),
+                     *regions.output_requests(out, self.output_names)])
         for name, a in inputs.items():
             tensor = request.inputs.add()
             try:
                 if not regions.fill_input(tensor, name, a):
-                    tensors.fill(tensor, name, a)
+                    resident.fill_input(tensor, name, a)
             except dtypes.UnsupportedDType as e:
                 raise dtypes.UnsupportedDType(f"input {name!r} has {e}") from None
         try:
             response = self._client.stub.Execute(request, timeout=self._client.timeout)
         except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.NOT_FOUND:
+            # Not for a resident tensor the daemon lacks: compiling again would not bring it back.
+            if e.code() != grpc.StatusCode.NOT_FOUND or error_details(e).reason == "UNKNOWN_HANDLE":
                 raise
             request.executable_id = self._recompiled()
             response = self._client.stub.Execute(request, timeout=self._client.timeout)
-        return [out[t.name] if t.HasField("shared_memory") else tensors.from_proto(t) for t in response.outputs]
+        return [out[t.name] if t.HasField("shared_memory") else resident.output(self._client, t)
+                for t in response.outputs]
 
     def _streamed(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs of an ExecuteStream call (xlacs.streaming), compiled again where the daemon lacks the id."""
@@ -180,16 +188,6 @@ class Client:
         return self.compile(frozen.graph_def, frozen.feeds, frozen.fetches, device=device,
                             name=name or getattr(fn, "__name__", ""), bucket_sizes=bucket_sizes)
 
-    def compile_saved_model(self, directory, signature: str = DEFAULT_SIGNATURE, *,
-                            shapes: Mapping[str, Sequence[int]] | None = None, device: str = "", name: str = "",
-                            **options) -> SignatureExecutable:
-        """Compiles a signature of a SavedModel directory (tf.saved_model.save, Keras model.export()), read here
-        without TensorFlow: its variables are frozen into the graph as constants (docs/saved_model.md).
-        shapes: {input name: shape} for dimensions the signature leaves unknown. The executable takes the
-        signature's inputs by name and returns a dict by output name. A directory that is not a SavedModel, or a
-        signature it lacks, raises SavedModelError (which lists the signatures it has)."""
-        return compile_saved_model(self, directory, signature, shapes, device=device, name=name, **options)
-
     def check(self, graph, device: str = "") -> xlacs_pb2.CheckGraphResponse:
         return self.stub.CheckGraph(xlacs_pb2.CheckGraphRequest(graph_def=GraphSource(graph).read(), device=device),
                                     timeout=self.timeout)
@@ -199,6 +197,18 @@ class Client:
 
     def stats(self) -> xlacs_pb2.Stats:
         return self.stub.GetStats(xlacs_pb2.GetStatsRequest(), timeout=self.timeout)
+
+    def fetch(self, resident_tensors: Iterable[ResidentTensor]) -> list[np.ndarray]:
+        """The values of resident tensors, copied here in one call; they stay on the daemon."""
+        response = self.stub.FetchTensors(xlacs_pb2.FetchTensorsRequest(handles=[t.handle for t in resident_tensors]),
+                                          timeout=self.timeout)
+        return [tensors.from_proto(t) for t in response.tensors]
+
+    def free(self, resident_tensors: Iterable[ResidentTensor]) -> tuple[int, int]:
+        """Frees resident tensors on the daemon in one call: (tensors, bytes) freed, without those already gone."""
+        response = self.stub.FreeTensors(xlacs_pb2.FreeTensorsRequest(handles=[t.handle for t in resident_tensors]),
+                                         timeout=self.timeout)
+        return response.tensors, response.bytes
 
     def executable_info(self, executable_id: str) -> xlacs_pb2.ExecutableInfo:
         return self.stub.GetExecutable(xlacs_pb2.GetExecutableRequest(executable_id=executable_id),

@@ -50,6 +50,12 @@ class Settings:
     lift_min_float_elements: int = 16
     max_loaded: int = 1024  # executable ids (program + weights bindings) kept loaded, LRU
     max_weight_bytes: int = 4 * GIB  # device-resident weights of the loaded ids; the least recently used go
+    # Resident tensors (docs/data_plane.md): outputs kept on the device under handles, freed by FreeTensors or
+    # after their time to live (an output's ttl_s, else resident_ttl_s); past these an Execute that keeps
+    # outputs is RESOURCE_EXHAUSTED.
+    max_resident_bytes: int = 1 * GIB
+    max_resident_tensors: int = 4096
+    resident_ttl_s: float = 600.0
     # A feed's unknown (-1) dims are padded to buckets (docs/dynamic_shapes.md): the powers of two up to this when
     # a Compile names none, and no explicit bucket may be larger.
     max_bucket_size: int = 64

@@ -156,6 +156,17 @@ class PermissionDenied(XlacsError):
     code = grpc.StatusCode.PERMISSION_DENIED
 
 
+class UnknownHandle(NotFound):
+    """A resident tensor's handle (execute/resident.py) names none on this daemon: it was freed, its time to live
+    ran out, or another daemon kept it. Its own reason, so that a client tells it from an executable it must
+    compile again."""
+
+    def __init__(self, handle: str, what: str):
+        super().__init__(f"{what}: resident tensor {echoed(handle)} is not on this server: it was freed, its time to "
+                         "live ran out, or another server kept it; keep the output again (OutputRequest.keep)",
+                         handle=handle[:ECHO_CHARS])
+
+
 class DeviceUnavailable(XlacsError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 

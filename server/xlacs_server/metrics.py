@@ -116,10 +116,25 @@ class ServiceCollector:
         yield CounterMetricFamily("xlacs_weight_evictions", "Loaded executables dropped, least recently used "
                                                             "first, to stay within max_loaded and max_weight_bytes",
                                   value=weights.evictions)
+        yield from self._resident()
         yield from self._shared_memory()
         yield from self._tiers()
         yield from self._blobs()
         yield from self._memory()
+
+    def _resident(self):
+        """Outputs kept on the device under handles (docs/data_plane.md, Resident outputs)."""
+        resident = self.service.resident
+        tensors, size = resident.totals()
+        yield GaugeMetricFamily("xlacs_resident_tensors", "Outputs kept on the device under handles (bounded by "
+                                                          "max_resident_tensors)", value=tensors)
+        yield GaugeMetricFamily("xlacs_resident_bytes", "Bytes of the resident tensors (bounded by "
+                                                        "max_resident_bytes)", value=size)
+        released = CounterMetricFamily("xlacs_resident_released", "Resident tensors freed by FreeTensors, or "
+                                                                  "when their time to live ran out", labels=["how"])
+        released.add_metric(["freed"], resident.freed)
+        released.add_metric(["expired"], resident.expired)
+        yield released
 
     def _shared_memory(self):
         """Sessions and the clients' shared-memory regions mapped under them (docs/data_plane.md, Shared memory)."""

@@ -34,6 +34,7 @@ from xlacs_server.errors import LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers, has_loops
+from xlacs_server.execute.resident import ResidentTensors, kept
 from xlacs_server.execute.shared_memory import SharedMemory
 from xlacs_server.execute.weights import WeightStore, content_hash, weights_digest
 from xlacs_server.graph import limits as graph_limits
@@ -162,6 +163,8 @@ class CompilationService:
             (tier.secret for tier in self.tiers if isinstance(tier, PersistentTier)), secrets.token_bytes(32)))
         self.counters = Counters()
         self.weights = WeightStore()
+        self.resident = ResidentTensors(settings.max_resident_bytes, settings.max_resident_tensors,
+                                        settings.resident_ttl_s)
         self.shared_memory = SharedMemory(settings)  # sessions and their regions (docs/data_plane.md)
         if settings.isolate_executions not in ISOLATION_POLICIES:
             raise ValueError(f"isolate_executions={settings.isolate_executions!r}: use one of {ISOLATION_POLICIES}")
@@ -478,12 +481,15 @@ class CompilationService:
         if size > self.settings.max_input_bytes:
             raise LimitExceeded(f"the inputs have {size} bytes", "max_input_bytes", self.settings.max_input_bytes)
 
-    def execute(self, executable_id: str, inputs: dict[str, np.ndarray],
-                client_s: float | None = None) -> tuple[Executable, list[np.ndarray]]:
+    def execute(self, executable_id: str, inputs: dict[str, np.ndarray], client_s: float | None = None,
+                keep: dict[str, float] | None = None) -> tuple[Executable, list]:
         """The outputs of an executable; `client_s`, the time left before the client's deadline, bounds a run
-        in an execution worker as execute_deadline_s does."""
+        in an execution worker as execute_deadline_s does. An input may be a resident tensor's array
+        (execute/resident.py); the outputs named in `keep` (name -> time to live, 0 for the default) stay on the
+        device, returned as ResidentTensors."""
         loaded = self.loaded(executable_id)
-        size = sum(a.nbytes for a in inputs.values())
+        positions = frozenset(kept(loaded, keep or {}))
+        size = sum(a.nbytes for a in inputs.values() if isinstance(a, np.ndarray))  # not the resident ones
         self.check_input_bytes(size)
         executable = loaded.executable
         with metrics.executing(executable.device.name):
@@ -493,9 +499,11 @@ class CompilationService:
                     else (limit_s, f"the server's limit execute_deadline_s={limit_s:g} s")
                 outputs = self.workers.pool(executable.device).run(
                     loaded.id, lambda: (executable.serialized, [np.asarray(w) for w in loaded.weights]),
-                    loaded.check_inputs(inputs), timeout_s, why)
+                    [np.asarray(a) for a in loaded.check_inputs(inputs)], timeout_s, why)
             else:
-                outputs = loaded.run(inputs)
+                outputs = loaded.run(inputs, positions)
+        if positions:
+            outputs = self.resident.keep_outputs(loaded, outputs, keep)
         self.counters.add(executes=1)
         return executable, outputs
 
@@ -519,6 +527,7 @@ class CompilationService:
         cache leases still held."""
         self.shared_memory.close_all()
         self.workers.close()
+        self.resident.close()
         self.tiers.close()
 
     def _isolates(self, executable: Executable) -> bool:

@@ -244,3 +244,28 @@ def test_an_executable_with_a_prepare_program_shows_it_and_its_stablehlo(http, c
     assert prepared.status_code == 200 and "stablehlo.multiply" in prepared.text
     assert "stablehlo.dot_general" not in prepared.text
     assert "prepare-stablehlo" in http.get(f"/executables/{row['key']}").text
+
+
+def test_resident_tensors_are_listed_with_their_gauges_and_go_when_freed(http, client):
+    graph = dense_graph(rows=3, prefix="resident")
+    executable = graph.compile(client)
+    (kept,) = executable.execute(graph.inputs(), keep=True, ttl_s=300)
+    try:
+        rows = [t for t in http.get("/api/executables").json()["resident"]
+                if t["handle_prefix"] == kept.handle[:len(t["handle_prefix"])]]
+        assert len(rows) == 1, rows
+        row = rows[0]
+        assert kept.handle not in http.get("/api/executables").text  # a handle lets anyone read it: never shown
+        assert (row["executable_id"], row["output"], row["device"]) == (executable.id, kept.name, "cpu:0")
+        assert (row["dtype"], row["shape"], row["bytes"]) == ("float32", [3, 4], kept.nbytes)
+        assert 290 < row["expires_in_s"] <= 300
+        assert f'data-handle-prefix="{row["handle_prefix"]}"' in http.get("/executables").text
+        samples = metric_samples(http)
+        stats = client.stats()
+        assert samples[("xlacs_resident_tensors", frozenset())] == stats.resident_tensors >= 1
+        assert samples[("xlacs_resident_bytes", frozenset())] == stats.resident_bytes >= kept.nbytes
+    finally:
+        freed = metric_samples(http)[("xlacs_resident_released_total", frozenset({"how": "freed"}.items()))]
+        assert kept.free()
+    assert row["handle_prefix"] not in [t["handle_prefix"] for t in http.get("/api/executables").json()["resident"]]
+    assert metric_samples(http)[("xlacs_resident_released_total", frozenset({"how": "freed"}.items()))] == freed + 1

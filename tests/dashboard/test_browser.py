@@ -129,3 +129,19 @@ def test_dashboard_in_a_browser_while_clients_compile(browser_page, dashboard, c
     assert page.evaluate("document.body.dataset.refreshedAt"), "the page never refreshed itself"
     time.sleep(2 * REFRESH_S)  # let the chart take the sample with the last hits before the screenshot
     shoot(page, "cache")
+
+
+def test_the_executables_page_lists_resident_tensors_and_drops_a_freed_one(browser_page, dashboard, client):
+    page = browser_page
+    graph = dense_graph(rows=5, prefix="resident")
+    (kept,) = graph.compile(client).execute(graph.inputs(), keep=True, ttl_s=600)
+    page.goto(f"{dashboard.url}/executables")
+    row = page.locator("#resident tr[data-handle-prefix]").filter(
+        has=page.locator("td", has_text=kept.name)).filter(has_text="float32[5,4]")
+    expect(row).to_have_count(1)
+    assert kept.handle.startswith(row.get_attribute("data-handle-prefix"))
+    expect(row).to_contain_text("80 B")
+    expect(row).to_contain_text(re.compile(r"\d+ min \d\d s"))
+    shoot(page, "resident")
+    assert kept.free()
+    expect(row).to_have_count(0, timeout=20 * REFRESH_S * 1000)  # the live page drops it at a refresh

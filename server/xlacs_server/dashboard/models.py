@@ -163,8 +163,22 @@ class ExecutableSummary(BaseModel):
     last_used_unix: float | None
 
 
+class ResidentTensor(BaseModel):
+    handle_prefix: str = Field(description="the first characters of its handle; the whole handle, which lets anyone "
+                                           "read the tensor, is never shown")
+    executable_id: str = Field(description="the executable whose output it was")
+    output: str
+    device: str
+    dtype: str
+    shape: list[int]
+    bytes: int
+    expires_in_s: float = Field(description="seconds until the daemon frees it, unless FreeTensors frees it before")
+
+
 class Executables(BaseModel):
     executables: list[ExecutableSummary]
+    resident: list[ResidentTensor] = Field(description="outputs Executes kept on the device (OutputRequest.keep), "
+                                                       "the first to expire first")
 
 
 class ExecutableDetail(ExecutableSummary):

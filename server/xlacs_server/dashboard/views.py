@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import platform
+import time
 from typing import Annotated
 
 import jax
@@ -19,6 +20,7 @@ from xlacs_server.passes.registry import record_fields
 
 SEED_REFERENCE = f"TF 1.14's XLA kernels ({len(SEED_OPS)} ops)"
 RATE_WINDOW_S = 60.0
+HANDLE_PREFIX = 6  # characters of a resident tensor's handle shown: enough to tell them apart, too few to use
 
 
 @dataclasses.dataclass
@@ -118,7 +120,11 @@ def _tier(model, s, **more):
 
 def executables(dash: Dash) -> models.Executables:
     loaded = sorted(dash.service.tiers.l1.values(), key=lambda e: e.last_used or e.created, reverse=True)
-    return models.Executables(executables=[models.ExecutableSummary(**_summary(e)) for e in loaded])
+    now = time.monotonic()
+    return models.Executables(executables=[models.ExecutableSummary(**_summary(e)) for e in loaded], resident=[
+        models.ResidentTensor(handle_prefix=t.handle[:HANDLE_PREFIX], executable_id=t.executable_id, output=t.output,
+                              device=t.device, dtype=str(t.dtype), shape=list(t.shape), bytes=t.nbytes,
+                              expires_in_s=max(0.0, t.expires - now)) for t in dash.service.resident.tensors()])
 
 
 def executable(dash: Dash, key: CacheKey) -> models.ExecutableDetail:

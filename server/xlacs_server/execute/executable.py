@@ -85,8 +85,9 @@ class LoadedExecutable:
     inputs: list[TensorSig]
     outputs: list[TensorSig]
 
-    def check_inputs(self, given: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """The inputs in signature order, after checking names, dtypes and shapes."""
+    def check_inputs(self, given: dict[str, np.ndarray | jax.Array]) -> list[np.ndarray | jax.Array]:
+        """The inputs in signature order, after checking names, dtypes and shapes (a jax.Array is a resident
+        tensor's, execute/resident.py)."""
         expected = {s.name for s in self.inputs}
         unknown = sorted(set(given) - expected)
         missing = sorted(expected - set(given))
@@ -101,8 +102,10 @@ class LoadedExecutable:
             ordered.append(array)
         return ordered
 
-    def run(self, given: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def run(self, given: dict[str, np.ndarray | jax.Array], keep: frozenset[int] = frozenset()) -> list:
+        """The outputs on the host, but those at the positions in `keep`, which stay on the device. A resident
+        tensor on another device of this daemon is copied to this one, device to device."""
         arrays = jax.device_put(self.check_inputs(given), self.executable.device.device)
         outputs = self.executable.compiled(*arrays, *self.weights)
         self.executable.touch()
-        return [np.asarray(out) for out in outputs]
+        return [out if i in keep else np.asarray(out) for i, out in enumerate(outputs)]

@@ -8,12 +8,14 @@ import itertools
 from typing import Callable, Iterator
 
 import grpc
+import jax
 import numpy as np
 from xlacs import dtypes, tensors
 from xlacs.v1 import xlacs_pb2
 
 from xlacs_server.errors import Cancelled, InvalidRequest
 from xlacs_server.execute.executable import Executable
+from xlacs_server.execute.resident import ResidentTensor, ResidentTensors, ttl
 from xlacs_server.execute.shared_memory import Lease, Target
 
 
@@ -27,17 +29,19 @@ def input_array(tensor: xlacs_pb2.Tensor) -> np.ndarray:
         raise InvalidRequest(str(e)) from None
 
 
-def inputs(request: xlacs_pb2.ExecuteRequest, lease: Lease) -> dict[str, np.ndarray]:
+def inputs(request: xlacs_pb2.ExecuteRequest, resident: ResidentTensors,
+           lease: Lease) -> dict[str, np.ndarray | jax.Array]:
     """The inputs of an Execute by name."""
     arrays = {}
     for t in request.inputs:
         if t.name in arrays:
             raise InvalidRequest(f"input {t.name!r} is given more than once")
-        arrays[t.name] = lease.input(t) if t.HasField("shared_memory") else input_array(t)
+        arrays[t.name] = (resident_input(t, resident) if t.handle else
+                          lease.input(t) if t.HasField("shared_memory") else input_array(t))
     return arrays
 
 
-def response(executable: Executable, outputs: list[np.ndarray], execute_ms: float,
+def response(executable: Executable, outputs: list, execute_ms: float,
              targets: dict[str, Target]) -> xlacs_pb2.ExecuteResponse:
     """The outputs of an Execute, each whole, in fetch order; those of `targets` written into shared memory."""
     reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms)
@@ -49,7 +53,7 @@ def response(executable: Executable, outputs: list[np.ndarray], execute_ms: floa
         if s.name in targets:
             shared_output(reply.outputs.add(), targets[s.name], a)
         else:
-            tensors.fill(reply.outputs.add(), s.name, a)
+            fill_output(reply.outputs.add(), s.name, a)
     return reply
 
 
@@ -75,6 +79,39 @@ def shared_output(tensor: xlacs_pb2.Tensor, target: Target, output: np.ndarray) 
     tensor.shared_memory.CopyFrom(target.ref)
 
 
+# --- Resident tensors: handles instead of bytes (execute/resident.py) ---------------------------------------------
+
+def resident_input(tensor: xlacs_pb2.Tensor, resident: ResidentTensors) -> jax.Array:
+    """An input by handle: the resident tensor's array, on its device; NOT_FOUND naming the input and the handle
+    when it is gone."""
+    if tensor.content or tensor.HasField("shared_memory"):
+        raise InvalidRequest(f"input {tensor.name!r} has a handle and bytes too: a tensor's bytes are in content, "
+                             "a shared-memory region or a resident tensor (handle), exactly one")
+    return resident.get(tensor.handle, f"input {tensor.name!r}").array
+
+
+def kept(request: xlacs_pb2.ExecuteRequest) -> dict[str, float]:
+    """The outputs an Execute keeps on the device (OutputRequest.keep): name -> time to live (0: the default)."""
+    keep = {}
+    for o in request.outputs:
+        if o.keep:
+            if o.name in keep:
+                raise InvalidRequest(f"output {o.name!r} is kept twice: one OutputRequest per output")
+            keep[o.name] = ttl(o.ttl_s, o.name)
+        elif o.ttl_s:
+            raise InvalidRequest(f"output {o.name!r} has ttl_s but not keep: only a kept output has a time to live")
+    return keep
+
+
+def fill_output(tensor: xlacs_pb2.Tensor, name: str, output: np.ndarray | ResidentTensor) -> None:
+    """An output into `tensor`: a resident tensor as its handle, dtype and shape; an array as its bytes."""
+    if isinstance(output, ResidentTensor):
+        tensor.name, tensor.handle, tensor.dtype = name, output.handle, dtypes.from_numpy(output.dtype)
+        tensor.shape.extend(output.shape)
+    else:
+        tensors.fill(tensor, name, output)
+
+
 # --- ExecuteStream: tensors in pieces --------------------------------------------------------------------------
 
 def streamed_inputs(requests: Iterator[xlacs_pb2.ExecuteRequest], service,
@@ -98,6 +135,7 @@ def streamed_inputs(requests: Iterator[xlacs_pb2.ExecuteRequest], service,
         declared.append(name)
         service.check_input_bytes(nbytes + sum(a.nbytes for _, a in assembly.tensors))
     assembly = tensors.Assembly("input", start)
+    by_handle = {}
     for request in itertools.chain([first], requests):
         checkpoint("the next piece")
         if request.executable_id not in ("", first.executable_id):
@@ -105,11 +143,15 @@ def streamed_inputs(requests: Iterator[xlacs_pb2.ExecuteRequest], service,
                                  f"{first.executable_id!r}")
         try:
             for piece in request.inputs:
-                assembly.add(piece)
+                if piece.handle:  # a resident tensor: one piece, no bytes
+                    start(piece.name, None, None, 0)
+                    by_handle[piece.name] = resident_input(piece, service.resident)
+                else:
+                    assembly.add(piece)
         except ValueError as e:
             raise InvalidRequest(str(e)) from None
     try:
-        return first, dict(assembly.finish())
+        return first, {**dict(assembly.finish()), **by_handle}
     except ValueError as e:
         raise InvalidRequest(str(e)) from None
 
@@ -119,6 +161,12 @@ def streamed_outputs(executable: Executable, outputs: list[np.ndarray],
     """The outputs of an ExecuteStream in fetch order, a piece per response, execute_ms on the first."""
     first = True
     for s, array in zip(executable.outputs, outputs):
+        if isinstance(array, ResidentTensor):  # one piece: its handle, dtype and shape
+            reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0)
+            fill_output(reply.outputs.add(), s.name, array)
+            first = False
+            yield reply
+            continue
         array = tensors.little_endian(array)
         for offset, content in tensors.pieces(array):
             reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0)

@@ -57,26 +57,29 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
 
     def Execute(self, request, context):
         with self.service.shared_memory.lease(request.session_id) as lease:  # its regions stay mapped until done
-            inputs = execute_io.inputs(request, lease)
+            inputs, keep = execute_io.inputs(request, self.service.resident, lease), execute_io.kept(request)
             targets = execute_io.output_targets(request, lease)
             return execute_io.response(*self.gates.execute.run(
-                context, lambda call: self._execute(call, request.executable_id, inputs)), targets)
+                context, lambda call: self._execute(call, request.executable_id, inputs, keep)), targets)
 
     def ExecuteStream(self, request_iterator, context):
         def work(call):  # the gate admits the call before it receives any piece
             first, inputs = execute_io.streamed_inputs(request_iterator, self.service, call.checkpoint)
-            return self._execute(call, first.executable_id, inputs)
+            return self._execute(call, first.executable_id, inputs, execute_io.kept(first))
         yield from execute_io.streamed_outputs(*self.gates.execute.run(context, work))
 
-    def _execute(self, call, executable_id: str, inputs: dict):
+    def _execute(self, call, executable_id: str, inputs: dict, keep: dict[str, float]):
         """(executable, outputs, execute_ms), timed on its slot: execute_ms leaves out the wait for one. An
         executable with unknown dims runs its bucket's, compiled first under the compile gate if this daemon lacks
         it, without an execute slot."""
         route = self.service.dynamic.route(executable_id, inputs, lambda spec: self.gates.compile.run(
             call.context, lambda compiling: self.service.compile(spec, compiling.checkpoint, compiling.slot)))
+        if keep and route.executable_id != executable_id:
+            raise InvalidRequest(f"executable {executable_id} has feeds of unknown dims, whose outputs are padded on "
+                                 "the device: it keeps none (OutputRequest.keep); keep those of a static one")
         with call.slot():
             start = time.perf_counter()
-            executable, outputs = self.service.execute(route.executable_id, route.inputs, call.remaining())
+            executable, outputs = self.service.execute(route.executable_id, route.inputs, call.remaining(), keep)
             return executable, route.outputs(outputs), (time.perf_counter() - start) * 1e3
 
     def ListOps(self, request, context):
@@ -97,11 +100,13 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         c = self.service.counters
         tiers = [xlacs_pb2.TierStats(**vars(t.stats)) for t in self.service.tiers]
         blob_tiers = [xlacs_pb2.TierStats(**vars(s.stats)) for s in self.service.blobs.stores]
+        resident_tensors, resident_bytes = self.service.resident.totals()
         _, regions, region_bytes = self.service.shared_memory.totals()
         return xlacs_pb2.Stats(
             tiers=tiers, blob_tiers=blob_tiers, received_bytes=c.received(),
             upload_saved_bytes=c.upload_saved_bytes, compiles=c.compiles, executes=c.executes, errors=c.errors,
             bucket_compiles=c.bucket_compiles, padding_elements=c.padding_elements, padded_elements=c.padded_elements,
+            resident_tensors=resident_tensors, resident_bytes=resident_bytes,
             shared_memory_regions=regions, shared_memory_bytes=region_bytes,
             uptime_s=time.time() - c.started, version=version.VERSION,
             devices=[xlacs_pb2.Device(name=d.name, platform=d.platform, kind=d.kind) for d in self.service.devices.all])
@@ -133,6 +138,19 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             stage_ms={**e.stage_ms, **({"prepare": e.prepare.ms} if e.prepare else {})}, passes=e.passes,
             size_bytes=e.size_bytes, hits=e.hits,
             created_unix=e.created, last_used_unix=e.last_used)
+
+    def FetchTensors(self, request, context):
+        # A copy from the device, as an Execute's outputs: in one of its slots.
+        arrays = self.gates.execute.run(context, lambda call: _in_slot(
+            call, lambda: self.service.resident.fetch(list(request.handles))))
+        response = xlacs_pb2.FetchTensorsResponse()
+        for handle, array in zip(request.handles, arrays):
+            tensors.fill(response.tensors.add(), handle, array)
+        return response
+
+    def FreeTensors(self, request, context):
+        count, size = self.service.resident.free(list(request.handles))
+        return xlacs_pb2.FreeTensorsResponse(tensors=count, bytes=size)
 
     def OpenSession(self, request, context, send_response_callback):
         # Non-blocking (marked below): the call stays open while the session lives, holding no gRPC thread.

@@ -1,0 +1,62 @@
+"""Resident tensors (docs/data_plane.md): outputs an Execute kept on the daemon's device, named by a handle, that
+later Executes take as inputs without sending their bytes either way."""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+
+from xlacs import dtypes, tensors
+from xlacs.v1 import xlacs_pb2
+
+if TYPE_CHECKING:
+    from xlacs.client import Client
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidentTensor:
+    """An output kept on the daemon: pass it as an input of any Executable of the same client (its daemon), read
+    it with `fetch()`, free it with `free()`, or let its time to live run out. The handle is a capability: whoever
+    holds it can read the tensor."""
+    handle: str
+    name: str  # the output it was
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    client: "Client" = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def fetch(self) -> np.ndarray:
+        """Its value, copied to this process; it stays on the daemon."""
+        return self.client.fetch([self])[0]
+
+    def free(self) -> bool:
+        """Frees it on the daemon now; False if it was gone already (freed, or its time to live ran out)."""
+        return self.client.free([self])[0] == 1
+
+
+def output_requests(names: Iterable[str], keep: bool | Iterable[str], ttl_s: float) -> list[xlacs_pb2.OutputRequest]:
+    """What an Execute asks of its outputs `names`: keep all of them (True), those named, or none."""
+    kept = set(names) if keep is True else set(keep or ())
+    unknown = sorted(kept - set(names))
+    if unknown:
+        raise ValueError(f"keep names {unknown}, which are not outputs; the outputs are {list(names)}")
+    return [xlacs_pb2.OutputRequest(name=name, keep=True, ttl_s=ttl_s) for name in names if name in kept]
+
+
+def fill_input(tensor: xlacs_pb2.Tensor, name: str, value) -> None:
+    """Writes an input into `tensor`: a ResidentTensor by its handle, anything else as an array's bytes."""
+    if isinstance(value, ResidentTensor):
+        tensor.name, tensor.handle = name, value.handle
+    else:
+        tensors.fill(tensor, name, value)
+
+
+def output(client: "Client", tensor: xlacs_pb2.Tensor) -> np.ndarray | ResidentTensor:
+    """An output of an Execute: its array, or the ResidentTensor of a kept one."""
+    if tensor.handle:
+        return ResidentTensor(tensor.handle, tensor.name, dtypes.to_numpy(tensor.dtype), tuple(tensor.shape), client)
+    return tensors.from_proto(tensor)
