@@ -15,6 +15,7 @@ from xlacs.errors import error_details
 from xlacs.graph_source import GraphSource
 from xlacs.resident import ResidentTensor
 from xlacs.local import BlobMemo, LocalExecutable, download
+from xlacs.saved_model import DEFAULT_SIGNATURE, SignatureExecutable, compile_saved_model
 from xlacs.shared_memory import Regions
 from xlacs.upload import UploadReport, compile_by_digest
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
@@ -187,6 +188,16 @@ class Client:
         frozen = freeze(fn, *input_signature, lower_control_flow=lower_control_flow)
         return self.compile(frozen.graph_def, frozen.feeds, frozen.fetches, device=device,
                             name=name or getattr(fn, "__name__", ""), bucket_sizes=bucket_sizes)
+
+    def compile_saved_model(self, directory, signature: str = DEFAULT_SIGNATURE, *,
+                            shapes: Mapping[str, Sequence[int]] | None = None, device: str = "", name: str = "",
+                            **options) -> SignatureExecutable:
+        """Compiles a signature of a SavedModel directory (tf.saved_model.save, Keras model.export()), read here
+        without TensorFlow: its variables are frozen into the graph as constants (docs/saved_model.md).
+        shapes: {input name: shape} for dimensions the signature leaves unknown. The executable takes the
+        signature's inputs by name and returns a dict by output name. A directory that is not a SavedModel, or a
+        signature it lacks, raises SavedModelError (which lists the signatures it has)."""
+        return compile_saved_model(self, directory, signature, shapes, device=device, name=name, **options)
 
     def check(self, graph, device: str = "") -> xlacs_pb2.CheckGraphResponse:
         return self.stub.CheckGraph(xlacs_pb2.CheckGraphRequest(graph_def=GraphSource(graph).read(), device=device),
