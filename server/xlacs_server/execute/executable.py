@@ -10,7 +10,7 @@ import numpy as np
 
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.execute.devices import DeviceRef
-from xlacs_server.execute.program import Program
+from xlacs_server.execute.program import Program, device_put
 from xlacs_server.tensor_sig import TensorSig
 
 
@@ -105,7 +105,7 @@ class LoadedExecutable:
     def run(self, given: dict[str, np.ndarray | jax.Array], keep: frozenset[int] = frozenset()) -> list:
         """The outputs on the host, but those at the positions in `keep`, which stay on the device. A resident
         tensor on another device of this daemon is copied to this one, device to device."""
-        arrays = jax.device_put(self.check_inputs(given), self.executable.device.device)
+        arrays = device_put(self.check_inputs(given), self.executable.device.device)
         outputs = self.executable.compiled(*arrays, *self.weights)
         self.executable.touch()
         return [out if i in keep else np.asarray(out) for i, out in enumerate(outputs)]

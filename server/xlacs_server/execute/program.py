@@ -1,8 +1,12 @@
 """A PJRT executable behind one calling convention, flat arrays in and out, whether just compiled or loaded."""
 from __future__ import annotations
 
+import functools
+
 import jax
+import numpy as np
 from jax._src import compiler as jax_compiler
+from jax._src import core
 from jax._src.lax import linalg as lax_linalg
 from jax._src.lib import xla_client
 
@@ -12,6 +16,25 @@ def compile_options(device: jax.Device | None = None, backend=None) -> xla_clien
     `device`, or to no device (the form the cache key hashes)."""
     return jax_compiler.get_compile_options(1, 1, [[device.id]] if device is not None else None,
                                             backend=device.client if device is not None else backend)
+
+
+def device_put(arrays: list, device: jax.Device) -> list[jax.Array]:
+    """Arrays on `device`: numpy arrays through PJRT's transfer itself (xla_client.batched_device_put), which
+    jax.device_put reaches only after its dispatch (docs/data_plane.md: 0.5 ms for two 4-float inputs, 30 µs each
+    this way); jax.Arrays (resident tensors, maybe on another device) through jax.device_put."""
+    sharding = _sharding(device)
+    return [xla_client.batched_device_put(_aval(a.shape, a.dtype), sharding, [a], [device], True)
+            if isinstance(a, np.ndarray) else jax.device_put(a, device) for a in arrays]
+
+
+@functools.cache
+def _sharding(device: jax.Device) -> jax.sharding.SingleDeviceSharding:
+    return jax.sharding.SingleDeviceSharding(device)
+
+
+@functools.lru_cache(maxsize=4096)
+def _aval(shape: tuple[int, ...], dtype: np.dtype) -> core.ShapedArray:
+    return core.ShapedArray(shape, dtype)
 
 
 class Program:
