@@ -151,6 +151,16 @@ def test_a_first_execute_of_a_bucket_past_the_clients_deadline_stops_and_the_nex
     assert_close(executable(x)[0], model(x).numpy())
 
 
+def test_a_request_big_enough_to_stream_runs_through_execute_stream(client):
+    executable = client.compile_function(lambda x: tf.nn.relu(x) * 2.0 - 1.0,
+                                         tf.TensorSpec([None, 256, 256, 3], tf.float32), bucket_sizes=[2, 4])
+    x = batch(3, 256, 256, 3)  # 2.4 MB: the client sends it in pieces (ExecuteStream)
+    streamed = client.stats().received_bytes["ExecuteStream"]
+    got, = executable(x)
+    assert client.stats().received_bytes["ExecuteStream"] - streamed >= x.nbytes
+    assert_close(got, (tf.nn.relu(x) * 2.0 - 1.0).numpy())
+
+
 def test_a_replica_sharing_redis_reuses_the_bucket_executables(redis_server):
     model = two_input_model(seed=3)
     frozen = freeze(tf.function(lambda a, b: model([a, b], training=False)), tf.TensorSpec([None, 6], tf.float32),

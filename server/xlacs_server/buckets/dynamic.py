@@ -113,14 +113,19 @@ class DynamicExecutables:
                 self._known.popitem(last=False)
         return dynamic, "miss"
 
-    def route(self, executable_id: str, given: dict, compile: Callable[[CompileSpec], CompileResult]) -> Route:
-        """The Execute of `executable_id` as it runs: unchanged for a static executable; for a dynamic one, the
-        inputs padded to their bucket, whose executable `compile(spec)` makes if this daemon has not loaded it,
-        and the outputs sliced back."""
+    def get(self, executable_id: str) -> DynamicExecutable | None:
+        """The dynamic executable of an id, if it is one this daemon knows."""
         with self._lock:
             dynamic = self._known.get(executable_id)
             if dynamic is not None:
                 self._known.move_to_end(executable_id)
+        return dynamic
+
+    def route(self, executable_id: str, given: dict, compile: Callable[[CompileSpec], CompileResult]) -> Route:
+        """The Execute of `executable_id` as it runs: unchanged for a static executable; for a dynamic one, the
+        inputs padded to their bucket, whose executable `compile(spec)` makes if this daemon has not loaded it,
+        and the outputs sliced back."""
+        dynamic = self.get(executable_id)
         if dynamic is None:
             return Route(executable_id, given)
         padded = padding.pad(dynamic.signature, given, dynamic.sizes)

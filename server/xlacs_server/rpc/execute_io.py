@@ -123,7 +123,7 @@ def streamed_inputs(requests: Iterator[xlacs_pb2.ExecuteRequest], service,
     first = next(requests, None)
     if first is None or not first.executable_id:
         raise InvalidRequest("the first request of an ExecuteStream names the executable (executable_id)")
-    loaded = service.loaded(first.executable_id)
+    loaded = service.dynamic.get(first.executable_id) or service.loaded(first.executable_id)  # buckets/ or not
     names = {s.name for s in loaded.inputs}
     declared = []
 
