@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tests.security.conftest import running
+from xlacs_server.daemon_process import DaemonProcess
 from xlacs import Client, ResidentTensor, error_details, freeze, tensors
 from xlacs.v1 import xlacs_pb2
 
@@ -264,3 +265,22 @@ def test_an_isolated_program_keeps_outputs_and_takes_handles(client, server, sta
     want = classify(loop(encode(x))).numpy()
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
 
+
+def test_a_handle_on_another_device_is_copied_device_to_device(tmp_path):
+    """Two CPU devices (XLA's host device count): a tensor kept by a program on cpu:0 feeds one on cpu:1."""
+    daemon = DaemonProcess(tmp_path / "serve.log", {"XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+                                                    "XLACS_CACHE_DIR": ""})
+    try:
+        with daemon.client(timeout=120) as client:
+            frozen = [freeze(tf.function(fn), tf.TensorSpec(shape, tf.float32))
+                      for fn, shape in ((encode, (4, 8)), (classify, (4, 16)))]
+            first = client.compile(frozen[0].graph_def, frozen[0].feeds, frozen[0].fetches, device="cpu:0")
+            second = client.compile(frozen[1].graph_def, frozen[1].feeds, frozen[1].fetches, device="cpu:1")
+            assert second.id.endswith("@cpu:1")
+            x = RNG.standard_normal((4, 8)).astype(np.float32)
+            (h,) = first.execute([x], keep=True)
+            (y,) = second.execute([h])
+            np.testing.assert_allclose(y, classify(encode(x)).numpy(), rtol=1e-5, atol=1e-6)
+            assert client.stats().resident_tensors == 1  # the copy on cpu:1 was the run's alone
+    finally:
+        daemon.stop()
