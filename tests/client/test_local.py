@@ -15,6 +15,9 @@ import tensorflow as tf
 from tests.oracle import assert_close
 from xlacs import Client, freeze, local
 from xlacs.v1 import xlacs_pb2
+from xlacs_server.config import Settings
+from xlacs_server.rpc.server import create_server
+from xlacs_server.service import CompilationService
 
 X = np.random.default_rng(5).uniform(-1, 1, (2, 8, 8, 3)).astype(np.float32)
 
@@ -138,6 +141,21 @@ def test_download_errors(client):
     with pytest.raises(grpc.RpcError) as e:
         list(client.stub.DownloadExecutable(bad))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "have[0]" in e.value.details()
+
+
+def test_have_is_bounded_by_max_graph_nodes():
+    service = CompilationService(Settings(cache_dir="", max_graph_nodes=2))
+    server, port, _ = create_server(service, "127.0.0.1:0")
+    server.start()
+    try:
+        with Client(f"127.0.0.1:{port}") as c:
+            have = [xlacs_pb2.Digest(hash=f"{i:064x}", size_bytes=1) for i in range(3)]
+            with pytest.raises(grpc.RpcError) as e:
+                list(c.stub.DownloadExecutable(xlacs_pb2.DownloadExecutableRequest(executable_id="x", have=have)))
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_graph_nodes" in e.value.details()
+    finally:
+        server.stop(None)
+        service.close()
 
 
 def test_the_plain_client_imports_no_jax():
