@@ -254,6 +254,21 @@ def test_past_the_tensor_budget_the_setting_is_named(client, stages):
     assert client.free(kept) == (MAX_RESIDENT_TENSORS, sum(t.nbytes for t in kept))
 
 
+def test_a_fetch_copies_at_most_the_byte_budget_and_a_call_names_at_most_the_tensor_budget(client):
+    size = MAX_RESIDENT_BYTES // 4 // 2 + 1
+    big = compiled(client, lambda x: x + 1.0, (size,))
+    (kept,) = big.execute([np.zeros(size, np.float32)], keep=True)
+    np.testing.assert_array_equal(client.fetch([kept])[0], np.ones(size, np.float32))
+    with pytest.raises(grpc.RpcError) as e:
+        client.fetch([kept, kept])  # a handle named twice counts twice: over max_resident_bytes
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_resident_bytes" in e.value.details()
+    for call in (client.fetch, client.free):
+        with pytest.raises(grpc.RpcError) as e:
+            call([kept] * (MAX_RESIDENT_TENSORS + 1))
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_resident_tensors" in e.value.details()
+    assert kept.free()
+
+
 def test_an_isolated_program_keeps_outputs_and_takes_handles(client, server, stages):
     looped = compiled(client, loop, (4, 16), lower_control_flow=False)
     assert server.service.loaded(looped.id).executable.isolated

@@ -131,12 +131,19 @@ class ResidentTensors:
         return tensor
 
     def fetch(self, handles: list[str]) -> list[np.ndarray]:
-        """The values of `handles`' tensors, copied to the host (FetchTensors); they stay resident."""
+        """The values of `handles`' tensors, copied to the host (FetchTensors); they stay resident. A call copies
+        at most max_resident_bytes (a handle named twice counts twice)."""
+        self._check_count(handles, "FetchTensors")
         found = [self.get(handle, f"handles[{i}]") for i, handle in enumerate(handles)]
+        size = sum(tensor.nbytes for tensor in found)
+        if size > self.max_bytes:
+            raise LimitExceeded(f"FetchTensors asks for {size} bytes of {len(found)} tensor(s); fetch them in "
+                                "several calls", "max_resident_bytes", self.max_bytes)
         return [np.asarray(tensor.array) for tensor in found]
 
     def free(self, handles: list[str]) -> tuple[int, int]:
         """(tensors, bytes) freed; a handle already freed, expired or unknown frees nothing."""
+        self._check_count(handles, "FreeTensors")
         tensors = size = 0
         with self._lock:
             for handle in dict.fromkeys(handles):
@@ -171,6 +178,11 @@ class ResidentTensors:
         with self._lock:
             self._tensors.clear()
             self._bytes = 0
+
+    def _check_count(self, handles: list[str], rpc: str) -> None:
+        """A call names at most max_resident_tensors handles: no more can be resident."""
+        if len(handles) > self.max_tensors:
+            raise LimitExceeded(f"{rpc} names {len(handles)} handles", "max_resident_tensors", self.max_tensors)
 
     def _sweep_until_closed(self) -> None:
         while not self._closed.wait(SWEEP_S):
