@@ -38,9 +38,10 @@ class ResidentTensor:
         return self.client.free([self])[0] == 1
 
 
-def output_requests(names: Iterable[str], keep: bool | Iterable[str], ttl_s: float) -> list[xlacs_pb2.OutputRequest]:
-    """What an Execute asks of its outputs `names`: keep all of them (True), those named, or none."""
-    kept = set(names) if keep is True else set(keep or ())
+def output_requests(names: Iterable[str], keep: bool | str | Iterable[str],
+                    ttl_s: float) -> list[xlacs_pb2.OutputRequest]:
+    """What an Execute asks of its outputs `names`: keep all of them (True), the one or those named, or none."""
+    kept = set(names) if keep is True else {keep} if isinstance(keep, str) else set(keep or ())
     unknown = sorted(kept - set(names))
     if unknown:
         raise ValueError(f"keep names {unknown}, which are not outputs; the outputs are {list(names)}")

@@ -108,6 +108,8 @@ def test_only_the_outputs_named_are_kept(client):
     assert isinstance(doubled, np.ndarray) and isinstance(total, ResidentTensor)
     np.testing.assert_allclose(doubled, x * 2, rtol=1e-6)
     np.testing.assert_allclose(total.fetch(), x.sum(axis=1), rtol=1e-5)
+    doubled, total = executable.execute([x], keep=executable.output_names[0])  # one name alone
+    assert isinstance(doubled, ResidentTensor) and isinstance(total, np.ndarray)
     with pytest.raises(ValueError, match="not outputs"):
         executable.execute([x], keep=["nope:0"])
 
