@@ -129,7 +129,14 @@ class Executable:
     def local(self) -> LocalExecutable:
         """This executable downloaded and run in this process, called the same way (xlacs.local; needs the `local`
         extra); where this process cannot run it, one that calls the daemon and says why (`runs`, `reason`).
-        Weights downloaded before by this client are not sent again."""
+        Weights downloaded before by this client are not sent again. A daemon that does not know the id
+        compiles it again by digest first, as for execute."""
+        try:
+            return download(self, self._client.blob_memo)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+        self._recompiled()
         return download(self, self._client.blob_memo)
 
 

@@ -16,6 +16,7 @@ from tests.oracle import assert_close
 from xlacs import Client, freeze, local
 from xlacs.v1 import xlacs_pb2
 from xlacs_server.config import Settings
+from xlacs_server.errors import NotFound
 from xlacs_server.rpc.server import create_server
 from xlacs_server.service import CompilationService
 
@@ -141,6 +142,29 @@ def test_download_errors(client):
     with pytest.raises(grpc.RpcError) as e:
         list(client.stub.DownloadExecutable(bad))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "have[0]" in e.value.details()
+
+
+def test_an_evicted_executable_compiles_again_before_its_download(frozen_cnn):
+    """max_loaded=1: compiling a second graph drops the first one's binding; its download then finds NOT_FOUND,
+    compiles it again by digest, and downloads."""
+    frozen, want = frozen_cnn
+    service = CompilationService(Settings(cache_dir="", max_loaded=1))
+    server, port, _ = create_server(service, "127.0.0.1:0")
+    server.start()
+    try:
+        with Client(f"127.0.0.1:{port}", timeout=600) as c:
+            executable = compile_cnn(c, frozen)
+            other = freeze(tf.function(lambda x: x * 2.0), tf.TensorSpec([3], tf.float32))
+            c.compile(other.graph_def, other.feeds, other.fetches)
+            with pytest.raises(NotFound):
+                service.loaded(executable.id)
+            run = executable.local()
+        assert run.runs == "local" and run.id == executable.id
+        assert service.counters.compiles == 2  # the first graph came back from the cache, uncompiled
+        assert_close(run(X)[0], want)
+    finally:
+        server.stop(None)
+        service.close()
 
 
 def test_have_is_bounded_by_max_graph_nodes():
