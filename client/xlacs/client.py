@@ -111,11 +111,11 @@ class Executable:
     def _streamed(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs of an ExecuteStream call (xlacs.streaming), compiled again where the daemon lacks the id."""
         try:
-            return streaming.execute(self._client.stub, self.id, inputs, self._client.timeout)
+            return streaming.execute(self._client.channel, self.id, inputs, self._client.timeout)
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.NOT_FOUND:
                 raise
-            return streaming.execute(self._client.stub, self._recompiled(), inputs, self._client.timeout)
+            return streaming.execute(self._client.channel, self._recompiled(), inputs, self._client.timeout)
 
     def _recompiled(self) -> str:
         """The new id, after compiling again by digest on a daemon that does not know this one."""

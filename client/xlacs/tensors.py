@@ -62,17 +62,21 @@ def _size_error(what: str, name: str, size: int, shape: tuple[int, ...], dtype: 
 PIECE_BYTES = 4 << 20  # docs/data_plane.md: big enough that a piece's overhead is small, small enough to reuse memory
 
 
-def pieces(array: np.ndarray, piece_bytes: int = PIECE_BYTES) -> Iterator[tuple[int, bytes]]:
-    """(offset, bytes) of the consecutive pieces of a little-endian array's bytes, each copied out of a view of
-    them only when it is taken; an empty array is one empty piece."""
+def pieces(array: np.ndarray, piece_bytes: int = PIECE_BYTES) -> Iterator[tuple[int, memoryview]]:
+    """(offset, view) of the consecutive pieces of a little-endian array's bytes; an empty array is one empty
+    piece."""
     view = dtypes.byte_view(array)
     for offset in range(0, max(view.size, 1), piece_bytes):
-        yield offset, view[offset:offset + piece_bytes].tobytes()
+        yield offset, view[offset:offset + piece_bytes].data
 
 
-def fill_piece(tensor: xlacs_pb2.Tensor, name: str, array: np.ndarray, offset: int, content: bytes) -> None:
-    """Writes a piece of `array` into `tensor`: the first (offset 0) carries dtype and shape too."""
-    tensor.name, tensor.offset, tensor.content = name, offset, content
+def fill_piece(tensor: xlacs_pb2.Tensor, name: str, array: np.ndarray, offset: int,
+               content: memoryview | None) -> None:
+    """Writes a piece of `array` into `tensor` (its content copied in, unless None: xlacs.wire writes it): the
+    first (offset 0) carries dtype and shape too."""
+    tensor.name, tensor.offset = name, offset
+    if content is not None:
+        tensor.content = bytes(content)
     if not offset:
         tensor.dtype = dtypes.from_numpy(array.dtype)
         tensor.shape.extend(array.shape)
@@ -92,7 +96,8 @@ class Assembly:
         self._bytes = np.empty(0, np.uint8)  # the last tensor's bytes, flat
         self._filled = 0
 
-    def add(self, piece: xlacs_pb2.Tensor) -> None:
+    def add(self, piece: xlacs_pb2.Tensor, content=None) -> None:
+        """Writes a piece in place; its `content` is piece.content unless given apart (a view, xlacs.wire)."""
         last = self.tensors[-1] if self.tensors else None
         if last is None or piece.name != last[0] or (piece.offset == 0 and self._filled == self._bytes.size):
             self._check_filled()
@@ -106,7 +111,7 @@ class Assembly:
             how = "leaves a gap after" if piece.offset > self._filled else "overlaps"
             raise ValueError(f"{self.what} {name!r}: a piece at offset {piece.offset} {how} the {self._filled} bytes "
                              "received; pieces follow one another in order")
-        content = piece.content
+        content = piece.content if content is None else content
         end = piece.offset + len(content)
         if end > self._bytes.size:
             raise ValueError(f"{self.what} {name!r}: a piece at offset {piece.offset} of {len(content)} bytes ends at "

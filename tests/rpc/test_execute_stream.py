@@ -86,7 +86,7 @@ def test_small_calls_go_unary_and_any_call_can_stream(server, executable):
         want = given["x:0"] * given["s:0"] + np.ones((), ml_dtypes.bfloat16)
         np.testing.assert_array_equal(small.execute(given)[0], want)
         assert server.service.counters.received().get("ExecuteStream", 0) == before.get("ExecuteStream", 0)
-        y, m = streaming.execute(client.stub, small.id, given, 120)
+        y, m = streaming.execute(client.channel, small.id, given, 120)
         np.testing.assert_array_equal(y, want)
         assert y.dtype == ml_dtypes.bfloat16 and m.tolist() == [1, 2, 3, 4]
 
@@ -193,7 +193,7 @@ def test_streams_share_the_execute_gate_its_queue_and_its_counters():
             assert time.monotonic() < deadline
             time.sleep(0.01)
         with pytest.raises(grpc.RpcError) as e:  # a third, unary or streamed, finds the queue full
-            streaming.execute(client.stub, executable.id, given, 60)
+            streaming.execute(client.channel, executable.id, given, 60)
         assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "execute_queue" in e.value.details()
         with pytest.raises(grpc.RpcError) as e:
             list(client.stub.ExecuteStream(iter([xlacs_pb2.ExecuteRequest(executable_id=executable.id)]),
@@ -226,7 +226,7 @@ def test_a_call_waiting_for_an_execute_slot_leaves_at_its_deadline_or_when_cance
         assert entered.wait(30)
         start = time.monotonic()
         with pytest.raises(grpc.RpcError) as e:
-            streaming.execute(client.stub, executable.id, given, 1.0)
+            streaming.execute(client.channel, executable.id, given, 1.0)
         assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - start < 10
         metrics = registry_for(server.service)
         deadline = time.monotonic() + 10  # the waiting call leaves the queue within a poll

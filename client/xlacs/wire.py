@@ -1,0 +1,85 @@
+"""ExecuteStream's messages written and read around a piece's content, so that its bytes are copied once each way
+(docs/data_plane.md): protobuf copies a bytes field in when it is set, twice when the message is serialized, and
+twice more when it is parsed and read. A message is its fields in any order, so a piece goes out as the protobuf
+encoding of everything else, then its Tensor's content field written here from a view of the array; and comes in as
+views of the received bytes, the rest parsed by protobuf."""
+from __future__ import annotations
+
+from xlacs.v1 import xlacs_pb2
+
+_LEN = 2  # the wire type of bytes, strings and messages
+_CONTENT = xlacs_pb2.Tensor.CONTENT_FIELD_NUMBER
+_SKIP = {0: None, 1: 8, 2: None, 5: 4}  # wire type -> fixed size (varints and lengths are read)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _key(field: int) -> bytes:
+    return _varint(field << 3 | _LEN)
+
+
+def encode(message, field: int, tensor: xlacs_pb2.Tensor, content) -> bytes:
+    """`message` (an ExecuteRequest or ExecuteResponse without tensors) with `tensor` (without content) in its
+    repeated field `field`, `content` (a bytes-like view) its content: serialized, the content copied once."""
+    size = len(content)
+    head = tensor.SerializeToString() + _key(_CONTENT) + _varint(size)
+    return b"".join((message.SerializeToString(), _key(field), _varint(len(head) + size), head, content))
+
+
+def decode(data: bytes, message_type, field: int):
+    """The message `data` holds, without its tensors in `field`, and those tensors as (Tensor without content,
+    a memoryview of the content in `data`)."""
+    view = memoryview(data)
+    rest, tensors = [], []
+    for number, wire_type, start, value, end in _fields(view, 0, len(view)):
+        if number != field or wire_type != _LEN:
+            rest.append(view[start:end])
+            continue
+        head, content = [], view[0:0]
+        for inner, inner_type, at, inner_value, inner_end in _fields(view, value, end):
+            if inner == _CONTENT and inner_type == _LEN:
+                content = view[inner_value:inner_end]
+            else:
+                head.append(view[at:inner_end])
+        tensors.append((xlacs_pb2.Tensor.FromString(b"".join(head)), content))
+    return message_type.FromString(b"".join(rest)), tensors
+
+
+def _fields(view: memoryview, start: int, end: int):
+    """(number, wire type, where the field starts, where its value starts, where it ends) of each field."""
+    at = start
+    while at < end:
+        key, value = _read_varint(view, at)
+        number, wire_type = key >> 3, key & 7
+        if wire_type not in _SKIP:
+            raise ValueError(f"field {number} has wire type {wire_type}, which xlacs' messages do not use")
+        if wire_type == 0:
+            _, stop = _read_varint(view, value)
+        elif wire_type == _LEN:
+            size, value = _read_varint(view, value)
+            stop = value + size
+        else:
+            stop = value + _SKIP[wire_type]
+        if stop > end:
+            raise ValueError(f"field {number} runs past the end of its message")
+        yield number, wire_type, at, value, stop
+        at = stop
+
+
+def _read_varint(view: memoryview, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= len(view) or shift > 63:
+            raise ValueError("a varint runs past the end of its message")
+        byte = view[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if byte < 0x80:
+            return value, at
