@@ -192,6 +192,17 @@ def test_bad_output_requests_are_invalid_naming_the_output(client, stages, outpu
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and named in e.value.details()
 
 
+def test_an_executable_with_unknown_dims_keeps_nothing_but_takes_handles(client, stages):
+    first, _ = stages
+    dynamic = client.compile_function(tf.function(classify), tf.TensorSpec([None, 16], tf.float32))
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    (h,) = first.execute([x], keep=True)
+    with pytest.raises(grpc.RpcError) as e:
+        dynamic.execute([h], keep=True)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "unknown dims" in e.value.details()
+    np.testing.assert_allclose(dynamic.execute([h])[0], classify(encode(x)).numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_a_handle_with_bytes_too_is_invalid(client, stages):
     first, second = stages
     (h,) = first.execute([np.ones((4, 8), np.float32)], keep=True)
