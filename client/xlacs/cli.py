@@ -85,10 +85,19 @@ def saved_model_directory(path: str) -> pathlib.Path | None:
     return path.parent if path.name == "saved_model.pb" else None
 
 
-def _compile_signature(args, client: Client, signature, shapes: dict):
+def _compile_signature(args, client: Client, signature, inputs: dict | None = None):
+    """Compiles a signature with its own shapes, where --feed NAME=DTYPE[...] gives none: unknown dims compile into
+    buckets (--bucket-sizes). An input of unknown rank takes the shape of its array in `inputs`."""
+    shapes = {n: a.shape for n, a in (inputs or {}).items() if n in signature.inputs and
+              signature.inputs[n].shape is None}
+    for name, (dtype, shape) in args.feed:
+        if name in signature.inputs and dtype != signature.inputs[name].dtype:
+            raise InvalidInput(f"--feed {name} is {dtype}; signature {signature.key!r} takes "
+                               f"{signature.inputs[name].dtype}")
+        shapes[name] = shape
     executable = compile_signature(client, signature, shapes, device=args.device,
                                    name=args.name or saved_model_directory(args.graph).resolve().name,
-                                   dump_graphs=bool(args.dump_graphs))
+                                   dump_graphs=bool(args.dump_graphs), bucket_sizes=args.bucket_sizes)
     _write_graph_dumps(args, executable)
     return executable
 
@@ -113,13 +122,8 @@ def cmd_compile(args, client: Client) -> dict:
     if directory is None:
         executable = _compile(args, client, dict(args.feed))
         record = _compile_record(executable)
-    else:  # --feed NAME=DTYPE[...] gives a signature input's shape
-        signature = SavedModel(directory).signature(args.signature)
-        for name, (dtype, _) in args.feed:
-            if name in signature.inputs and dtype != signature.inputs[name].dtype:
-                raise InvalidInput(f"--feed {name} is {dtype}; signature {signature.key!r} takes "
-                                   f"{signature.inputs[name].dtype}")
-        executable = _compile_signature(args, client, signature, {n: shape for n, (_, shape) in args.feed})
+    else:
+        executable = _compile_signature(args, client, SavedModel(directory).signature(args.signature))
         record = _signature_record(executable)
     if not args.json:
         print(f"{executable.id}  cache={executable.cache}  uploaded={executable.upload.uploaded_bytes}B  " +
@@ -141,7 +145,7 @@ def cmd_run(args, client: Client) -> dict:
     else:
         signature = SavedModel(directory).signature(args.signature)
         check_inputs(signature.key, signature.inputs, inputs)
-        executable = _compile_signature(args, client, signature, {n: a.shape for n, a in inputs.items()})
+        executable = _compile_signature(args, client, signature, inputs)
         record = _signature_record(executable)
         start = time.perf_counter()
         outputs = executable.execute(inputs)
