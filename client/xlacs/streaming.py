@@ -36,7 +36,7 @@ def execute(channel, executable_id: str, inputs: Mapping[str, np.ndarray],
             dtypes.from_numpy(arrays[name].dtype)
         except dtypes.UnsupportedDType as e:
             raise dtypes.UnsupportedDType(f"input {name!r} has {e}") from None
-    call = channel.stream_stream(METHOD, request_serializer=bytes, response_deserializer=_pieces)
+    call = channel.stream_stream(METHOD, request_serializer=wire.as_is, response_deserializer=_pieces)
     assembly = tensors.Assembly("output")
     for pieces in call(_requests(executable_id, arrays), timeout=timeout):
         for piece, content in pieces:

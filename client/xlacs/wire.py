@@ -12,6 +12,11 @@ _CONTENT = xlacs_pb2.Tensor.CONTENT_FIELD_NUMBER
 _SKIP = {0: None, 1: 8, 2: None, 5: 4}  # wire type -> fixed size (varints and lengths are read)
 
 
+def as_is(data: bytes) -> bytes:
+    """The serializer of messages written with `encode`."""
+    return data
+
+
 def _varint(value: int) -> bytes:
     out = bytearray()
     while value > 0x7F:

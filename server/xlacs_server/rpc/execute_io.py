@@ -10,7 +10,7 @@ from typing import Callable, Iterator
 import grpc
 import jax
 import numpy as np
-from xlacs import dtypes, tensors
+from xlacs import dtypes, tensors, wire
 from xlacs.v1 import xlacs_pb2
 
 from xlacs_server.errors import Cancelled, InvalidRequest
@@ -114,13 +114,14 @@ def fill_output(tensor: xlacs_pb2.Tensor, name: str, output: np.ndarray | Reside
 
 # --- ExecuteStream: tensors in pieces --------------------------------------------------------------------------
 
-def streamed_inputs(requests: Iterator[xlacs_pb2.ExecuteRequest], service,
+def streamed_inputs(requests: Iterator[tuple[xlacs_pb2.ExecuteRequest, list]], service,
                     checkpoint: Callable[[str], None]) -> tuple[xlacs_pb2.ExecuteRequest, dict[str, np.ndarray]]:
     """The first request of an ExecuteStream (its executable_id, outputs and session) and the inputs put together
-    from the pieces of all of them, each input in one array allocated at its first piece once the inputs' declared
-    bytes are checked against max_input_bytes. A piece out of place is INVALID_ARGUMENT naming its input."""
+    from the pieces of all of them (each request as rpc/pieces.py reads it: the message, then its pieces and views
+    of their content), each input in one array allocated at its first piece once the inputs' declared bytes are
+    checked against max_input_bytes. A piece out of place is INVALID_ARGUMENT naming its input."""
     requests = _received(requests)
-    first = next(requests, None)
+    first, first_pieces = next(requests, (None, []))
     if first is None or not first.executable_id:
         raise InvalidRequest("the first request of an ExecuteStream names the executable (executable_id)")
     loaded = service.dynamic.get(first.executable_id) or service.loaded(first.executable_id)  # buckets/ or not
@@ -136,18 +137,18 @@ def streamed_inputs(requests: Iterator[xlacs_pb2.ExecuteRequest], service,
         service.check_input_bytes(nbytes + sum(a.nbytes for _, a in assembly.tensors))
     assembly = tensors.Assembly("input", start)
     by_handle = {}
-    for request in itertools.chain([first], requests):
+    for request, pieces in itertools.chain([(first, first_pieces)], requests):
         checkpoint("the next piece")
         if request.executable_id not in ("", first.executable_id):
             raise InvalidRequest(f"a request of the stream names executable {request.executable_id!r}, the first one "
                                  f"{first.executable_id!r}")
         try:
-            for piece in request.inputs:
+            for piece, content in pieces:
                 if piece.handle:  # a resident tensor: one piece, no bytes
                     start(piece.name, None, None, 0)
                     by_handle[piece.name] = resident_input(piece, service.resident)
                 else:
-                    assembly.add(piece)
+                    assembly.add(piece, content)
         except ValueError as e:
             raise InvalidRequest(str(e)) from None
     try:
@@ -156,26 +157,27 @@ def streamed_inputs(requests: Iterator[xlacs_pb2.ExecuteRequest], service,
         raise InvalidRequest(str(e)) from None
 
 
-def streamed_outputs(executable: Executable, outputs: list[np.ndarray],
-                     execute_ms: float) -> Iterator[xlacs_pb2.ExecuteResponse]:
-    """The outputs of an ExecuteStream in fetch order, a piece per response, execute_ms on the first."""
+def streamed_outputs(executable: Executable, outputs: list[np.ndarray], execute_ms: float) -> Iterator[bytes]:
+    """The outputs of an ExecuteStream in fetch order, a piece per response (serialized: rpc/pieces.py), execute_ms
+    on the first."""
     first = True
     for s, array in zip(executable.outputs, outputs):
         if isinstance(array, ResidentTensor):  # one piece: its handle, dtype and shape
             reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0)
             fill_output(reply.outputs.add(), s.name, array)
             first = False
-            yield reply
+            yield reply.SerializeToString()
             continue
         array = tensors.little_endian(array)
         for offset, content in tensors.pieces(array):
-            reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0)
-            tensors.fill_piece(reply.outputs.add(), s.name, array, offset, content)
+            piece = xlacs_pb2.Tensor()
+            tensors.fill_piece(piece, s.name, array, offset, None)
+            yield wire.encode(xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0),
+                              xlacs_pb2.ExecuteResponse.OUTPUTS_FIELD_NUMBER, piece, content)
             first = False
-            yield reply
 
 
-def _received(requests: Iterator[xlacs_pb2.ExecuteRequest]) -> Iterator[xlacs_pb2.ExecuteRequest]:
+def _received(requests: Iterator) -> Iterator:
     """The requests as they arrive; a client that cancels or goes away midway ends the call as CANCELLED."""
     try:
         yield from requests

@@ -13,6 +13,7 @@ from xlacs_server.rpc.errors import ErrorInterceptor
 from xlacs_server.rpc.received import ReceivedBytesInterceptor
 from xlacs_server.rpc import readiness
 from xlacs_server.rpc.limits import Gates
+from xlacs_server.rpc.pieces import PiecesInterceptor
 from xlacs_server.rpc.servicer import CompilerServicer
 from xlacs_server.service import CompilationService
 
@@ -32,7 +33,7 @@ def create_server(service: CompilationService, address: str) -> tuple[grpc.Serve
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="rpc"),
         interceptors=[*([AuthInterceptor(tokens)] if tokens else []), ErrorInterceptor(service.counters),
-                      ReceivedBytesInterceptor(service.counters)],
+                      ReceivedBytesInterceptor(service.counters), PiecesInterceptor()],
         options=[("grpc.max_receive_message_length", received),
                  ("grpc.max_send_message_length", MAX_PROTOBUF_BYTES)],
         # Calls beyond the threads fail fast with RESOURCE_EXHAUSTED, rather than queue without bound.
