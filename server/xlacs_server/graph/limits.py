@@ -66,6 +66,8 @@ def check_function_depth(graph_def: tf.GraphDef, max_depth: int) -> None:
     are depth 0, a function they call is depth 1), or call themselves. Iterative: a hostile chain of
     10^5 functions needs no Python recursion."""
     calls = {f.signature.name: called_functions(f.node_def) for f in graph_def.library.function}
+    if not calls:  # a frozen graph has no library: its nodes' attrs need no walk (40-55 ms for InceptionV3's)
+        return
     depth: dict[str, int] = {}  # the depth of the deepest chain starting at a function, itself included
     for root in sorted(called_functions(graph_def.node) & calls.keys()):
         path, on_path = [(root, iter(sorted(calls[root] & calls.keys())))], {root}

@@ -92,8 +92,9 @@ def weight_only(graph: Graph) -> set[str]:
             constant.add(node.name)
             continue
         lowering = registry.lookup(node.op, graph.platform)
+        # Each source looked up in the three sets: their union, made for every node, made the walk quadratic.
         if node.op == "Const" or node.name in fed or not sources or lowering is None or not lowering.foldable \
-                or not sources <= constant | lifted | found:
+                or not all(s in constant or s in lifted or s in found for s in sources):
             continue
         if node.op in SHAPE_OPS or sources <= constant:
             constant.add(node.name)
