@@ -19,7 +19,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from benchmarks import (compile_by_digest, compile_latency, execute_latency, machine, models, profiles,  # noqa: E402
-                        report, scaling, throughput, transport)
+                        report, scaling, shared_memory, throughput, transport)
 from benchmarks.peers.remote import PeerProcesses  # noqa: E402
 from benchmarks.processes import RedisServer, ServeProcess, redis_env  # noqa: E402
 from benchmarks.raw_grpc import RawGrpc  # noqa: E402
@@ -123,6 +123,7 @@ def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerPro
                 _step("tensor transfer")
                 results["transfer"] = _transfer(client, {}, list(budget.transfer_mb), budget.transfer_s)
                 results["copy_rates"] = transport.copy_rates(64 * models.MB)
+                results["shared_memory"] = shared_memory.measure(client, budget.transfer_s)
                 _step("throughput")
                 small = by_name.get(THROUGHPUT_MODEL) or models.BUILDERS[THROUGHPUT_MODEL]()
                 results["throughput"] = {"model": small.name, "by_clients": throughput.measure(

@@ -18,6 +18,8 @@ from xlacs import SharedMemory
 
 SHARED, WIRE = "xlacs Execute, shared memory", "xlacs Execute, bytes over gRPC"
 NBYTES = 256 * models.MB
+# glibc's malloc asks for transparent huge pages: XLA's output buffers, fresh each call, then fault in 2 MiB at a time
+HUGE_PAGES = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
 
 
 def measure(client, seconds: float, nbytes: int = NBYTES) -> dict:
@@ -43,8 +45,11 @@ def main() -> None:
     from benchmarks.processes import ServeProcess
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10, help="per way, in 5 interleaved turns")
+    parser.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
+                        help=f"in the daemon's environment, e.g. {HUGE_PAGES} (docs/data_plane.md)")
     args = parser.parse_args()
-    server = ServeProcess(pathlib.Path(tempfile.mkdtemp(prefix="xlacs-bench-")))
+    server = ServeProcess(pathlib.Path(tempfile.mkdtemp(prefix="xlacs-bench-")),
+                          dict(item.split("=", 1) for item in args.daemon_env))
     try:
         with server.client() as client:
             result = measure(client, args.seconds)

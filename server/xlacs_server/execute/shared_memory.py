@@ -73,7 +73,9 @@ class Region:
                 raise InvalidRequest(f"region {echoed(name)}: {echoed(key)} has {info.st_size} bytes, fewer than "
                                      f"offset + byte_size = {offset + byte_size}", region=name, key=key)
             start = offset - offset % mmap.ALLOCATIONGRANULARITY
-            mapped = mmap.mmap(fd, offset + byte_size - start, offset=start)
+            # Populated now: an Execute's first touch of each page would fault it in (0.85 s for 256 MiB under load)
+            mapped = mmap.mmap(fd, offset + byte_size - start, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                               offset=start)
         finally:
             os.close(fd)  # the map keeps its own descriptor
         return cls(name, key, offset, byte_size, mapped, offset - start)
