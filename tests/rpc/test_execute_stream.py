@@ -168,10 +168,12 @@ def test_max_input_bytes_refuses_a_declared_size_before_its_bytes_come():
         assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and f"{4 << 40} bytes" in e.value.details()
 
 
-def test_streams_share_the_execute_gate_its_queue_and_its_counters():
+@pytest.fixture
+def one_slot():
+    """A daemon with one Execute slot and one queue place, whose executions wait, once they hold the slot, until
+    `release` is set; `entered` is set when one holds it."""
     with running(max_concurrent_executes=1, execute_queue=1) as server, \
             Client(server.address, timeout=120) as client:
-        executable = client.compile(*scale_graph(ROWS))
         execute, release, entered = server.service.execute, threading.Event(), threading.Event()
 
         def holding(executable_id, inputs, client_s, *args, **kwargs):
@@ -179,70 +181,67 @@ def test_streams_share_the_execute_gate_its_queue_and_its_counters():
             release.wait(60)
             return execute(executable_id, inputs, client_s, *args, **kwargs)
         server.service.execute = holding
-        metrics = registry_for(server.service)
-        executes, seconds = client.stats().executes, metrics.get_sample_value(
-            "xlacs_execute_seconds_count", {"device": "cpu:0"}) or 0
-        given = inputs()
-        pool = [threading.Thread(target=lambda: results.append(executable.execute(given))) for _ in range(2)]
-        results = []
-        pool[0].start()
-        assert entered.wait(30)  # the first holds the only slot
-        pool[1].start()
-        deadline = time.monotonic() + 30
-        while metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        with pytest.raises(grpc.RpcError) as e:  # a third, unary or streamed, finds the queue full
-            streaming.execute(client.channel, executable.id, given, 60)
-        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "execute_queue" in e.value.details()
-        with pytest.raises(grpc.RpcError) as e:
-            list(client.stub.ExecuteStream(iter([xlacs_pb2.ExecuteRequest(executable_id=executable.id)]),
-                                           timeout=0.5))
-        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        yield server, client, client.compile(*scale_graph(ROWS)), release, entered
         release.set()
-        for thread in pool:
-            thread.join(60)
-        want = given["x:0"] * np.float32(2) + np.float32(1)
-        assert len(results) == 2 and all(np.array_equal(y, want) for y, _ in results)
-        assert client.stats().executes - executes == 2
-        assert metrics.get_sample_value("xlacs_execute_seconds_count", {"device": "cpu:0"}) - seconds == 2
-        assert metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) == 0
 
 
-def test_a_call_waiting_for_an_execute_slot_leaves_at_its_deadline_or_when_cancelled():
-    with running(max_concurrent_executes=1, execute_queue=1) as server, \
-            Client(server.address, timeout=120) as client:
-        executable = client.compile(*scale_graph(ROWS))
-        execute, release, entered = server.service.execute, threading.Event(), threading.Event()
+def test_streams_share_the_execute_gate_its_queue_and_its_counters(one_slot):
+    server, client, executable, release, entered = one_slot
+    metrics = registry_for(server.service)
+    executes, seconds = client.stats().executes, metrics.get_sample_value(
+        "xlacs_execute_seconds_count", {"device": "cpu:0"}) or 0
+    given = inputs()
+    pool = [threading.Thread(target=lambda: results.append(executable.execute(given))) for _ in range(2)]
+    results = []
+    pool[0].start()
+    assert entered.wait(30)  # the first holds the only slot
+    pool[1].start()
+    deadline = time.monotonic() + 30
+    while metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with pytest.raises(grpc.RpcError) as e:  # a third, unary or streamed, finds the queue full
+        streaming.execute(client.channel, executable.id, given, 60)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "execute_queue" in e.value.details()
+    with pytest.raises(grpc.RpcError) as e:
+        list(client.stub.ExecuteStream(iter([xlacs_pb2.ExecuteRequest(executable_id=executable.id)]),
+                                       timeout=0.5))
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    release.set()
+    for thread in pool:
+        thread.join(60)
+    want = given["x:0"] * np.float32(2) + np.float32(1)
+    assert len(results) == 2 and all(np.array_equal(y, want) for y, _ in results)
+    assert client.stats().executes - executes == 2
+    assert metrics.get_sample_value("xlacs_execute_seconds_count", {"device": "cpu:0"}) - seconds == 2
+    assert metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) == 0
 
-        def holding(executable_id, inputs, client_s, *args, **kwargs):
-            entered.set()
-            release.wait(60)
-            return execute(executable_id, inputs, client_s, *args, **kwargs)
-        server.service.execute = holding
-        given = inputs()
-        holder = threading.Thread(target=lambda: executable.execute(given))
-        holder.start()
-        assert entered.wait(30)
-        start = time.monotonic()
-        with pytest.raises(grpc.RpcError) as e:
-            streaming.execute(client.channel, executable.id, given, 1.0)
-        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - start < 10
-        metrics = registry_for(server.service)
-        deadline = time.monotonic() + 10  # the waiting call leaves the queue within a poll
-        while metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) != 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        request = xlacs_pb2.ExecuteRequest(executable_id=executable.id,
-                                           inputs=[tensors.to_proto(n, a) for n, a in given.items()])
-        waiting = client.stub.Execute.future(request, timeout=60)
-        while metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) != 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        waiting.cancel()
-        while metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) != 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        release.set()
-        holder.join(60)
-        assert not holder.is_alive()
+
+def test_a_call_waiting_for_an_execute_slot_leaves_at_its_deadline_or_when_cancelled(one_slot):
+    server, client, executable, release, entered = one_slot
+    given = inputs()
+    holder = threading.Thread(target=lambda: executable.execute(given))
+    holder.start()
+    assert entered.wait(30)
+    start = time.monotonic()
+    with pytest.raises(grpc.RpcError) as e:
+        streaming.execute(client.channel, executable.id, given, 1.0)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - start < 10
+    metrics = registry_for(server.service)
+    deadline = time.monotonic() + 10  # the waiting call leaves the queue within a poll
+    while metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    request = xlacs_pb2.ExecuteRequest(executable_id=executable.id,
+                                       inputs=[tensors.to_proto(n, a) for n, a in given.items()])
+    waiting = client.stub.Execute.future(request, timeout=60)
+    while metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) != 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    waiting.cancel()
+    while metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"}) != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    release.set()
+    holder.join(60)
+    assert not holder.is_alive()
