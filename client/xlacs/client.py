@@ -78,7 +78,8 @@ class Executable:
         as ResidentTensors, for `ttl_s` seconds unless freed before (0: the daemon's resident_ttl_s).
         Shared memory (xlacs.SharedMemory): an input that is an array of an open SharedMemory of this client travels
         by reference, and `out` ({output: such an array}) has the daemon write outputs into them; those come back
-        as the arrays of `out`."""
+        as the arrays of `out`. A call of numpy arrays alone that moves xlacs.streaming.STREAM_BYTES or more goes as
+        an ExecuteStream, its tensors in pieces (docs/data_plane.md)."""
         if not isinstance(inputs, Mapping):
             inputs = dict(zip(self.input_names, inputs, strict=True))
         regions, out = self._client.regions, out or {}
