@@ -31,6 +31,24 @@ class Affine(tf.Module):
         return v + self.b
 
 
+class Lookup(tf.Module):
+    """An embedding lookup (tf.gather of a variable: ResourceGather), and a signature that assigns a variable."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = tf.Variable(np.random.default_rng(4).normal(size=(10, 4)).astype(np.float32), name="table")
+        self.count = tf.Variable(0.0, name="count")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.int32, name="ids")])
+    def lookup(self, ids):
+        return {"sum": tf.reduce_sum(tf.gather(self.table, ids), axis=1)}
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32, name="x")])
+    def bump(self, x):
+        self.count.assign_add(x)
+        return {"count": self.count.read_value()}
+
+
 def two_io_model() -> keras.Model:
     """A Keras model with two named inputs and a dict of two named outputs."""
     keras.utils.set_random_seed(5)
@@ -43,12 +61,16 @@ def two_io_model() -> keras.Model:
 
 @functools.lru_cache(maxsize=None)
 def saved(name: str) -> pathlib.Path:
-    """The SavedModel `name`: "affine" (tf.saved_model.save of a tf.Module), or "<model>_<saver>" with model
+    """The SavedModel `name`: "affine" or "lookup" (tf.saved_model.save of a tf.Module), or "<model>_<saver>" with model
     "two_io" or "mobilenet_v2" and saver "save" (tf.saved_model.save) or "export" (Keras 3 model.export())."""
     path = ROOT / name
     if name == "affine":
         module = Affine()
         tf.saved_model.save(module, str(path), signatures={"serving_default": module.__call__, "shift": module.shift})
+        return path
+    if name == "lookup":
+        module = Lookup()
+        tf.saved_model.save(module, str(path), signatures={"serving_default": module.lookup, "bump": module.bump})
         return path
     model_name, saver = name.rsplit("_", 1)
     model = two_io_model() if model_name == "two_io" else keras_application("MobileNetV2", (1, 224, 224, 3))
@@ -68,5 +90,6 @@ def tf_outputs(path: pathlib.Path, signature: str, inputs: dict) -> dict:
 def random_inputs(signature, batch: int, seed: int = 0) -> dict:
     """Inputs for a signature (xlacs.saved_model.Signature), its unknown dimensions set to `batch`."""
     rng = np.random.default_rng(seed)
-    return {name: rng.uniform(-1, 1, tuple(batch if d < 0 else d for d in spec.shape)).astype(spec.dtype)
-            for name, spec in signature.inputs.items()}
+    shapes = {name: tuple(batch if d < 0 else d for d in spec.shape) for name, spec in signature.inputs.items()}
+    return {name: rng.integers(0, 10, shapes[name]).astype(spec.dtype) if spec.dtype.kind == "i" else
+            rng.uniform(-1, 1, shapes[name]).astype(spec.dtype) for name, spec in signature.inputs.items()}

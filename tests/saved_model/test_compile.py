@@ -31,6 +31,13 @@ def test_module_signatures_by_name(client):
     assert list(shift.inputs) == ["v"] and shift.inputs["v"].shape == (2, 3)
 
 
+def test_embedding_lookup(client):
+    directory = saved("lookup")
+    ids = np.array([[0, 3, 9], [1, 1, 2]], np.int32)
+    got = client.compile_saved_model(directory)(ids=ids)
+    _compare(got, tf_outputs(directory, "serving_default", {"ids": ids}))
+
+
 @pytest.mark.parametrize("saver", ["save", "export"])
 def test_two_named_inputs_and_a_dict_of_outputs(client, saver):
     directory = saved(f"two_io_{saver}")

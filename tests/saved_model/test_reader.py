@@ -51,7 +51,8 @@ def _run_in_tf(signature, inputs: dict) -> dict:
 
 @pytest.mark.parametrize("name, key", [("affine", "serving_default"), ("affine", "shift"),
                                        ("two_io_save", "serving_default"), ("two_io_export", "serving_default"),
-                                       ("two_io_export", "serve"), ("mobilenet_v2_export", "serve")])
+                                       ("two_io_export", "serve"), ("mobilenet_v2_export", "serve"),
+                                       ("lookup", "serving_default")])
 def test_frozen_signature_runs_in_tf_as_the_saved_model(name, key):
     signature = SavedModel(saved(name)).signature(key)
     graph_def = tf_graph_pb2.GraphDef.FromString(signature.graph_def)
@@ -65,6 +66,12 @@ def test_frozen_signature_runs_in_tf_as_the_saved_model(name, key):
     for output, value in want.items():
         assert np.std(value) > 1e-3, output  # not a vanished activation (TESTING.md)
         assert_close(got[output], value)
+
+
+def test_a_variable_that_is_assigned_is_refused_by_name():
+    with pytest.raises(SavedModelError, match="signature 'bump': variable .* is used by AssignAddVariableOp node "
+                                              "'AssignAddVariableOp' in function '__inference_bump_"):
+        SavedModel(saved("lookup")).signature("bump")
 
 
 def test_signature_names_and_specs():

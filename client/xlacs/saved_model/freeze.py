@@ -122,6 +122,7 @@ class Freezer:
         args = function.signature.input_arg
         aliases = {args[k].name: variable for k, variable in bound.items()}  # reference -> variable
         renamed: dict[str, str] = {}  # "read:value:" -> "read:output:" of ReadVariableOps made Identities
+        axes = []  # the axis of each ResourceGather made a GatherV2
         for node in function.node_def:
             refs = [i for i in node.input if not i.startswith("^") and i in aliases]
             if not refs:
@@ -139,6 +140,14 @@ class Freezer:
                 node.op = "Identity"
                 node.attr.pop("dtype", None)
                 node.attr["T"].type = dtype
+            elif node.op == "ResourceGather" and refs == [node.input[0]]:  # an embedding lookup
+                axes.append(_const(f"{node.name}/axis", np.array(0, np.int32)))
+                node.input.insert(2, f"{axes[-1].name}:output:0")
+                node.op = "GatherV2"
+                node.attr["Tparams"].type = node.attr["dtype"].type
+                del node.attr["dtype"]
+                node.attr["Taxis"].type = tf.DT_INT32
+                node.attr.pop("validate_indices", None)
             elif node.op in CALL_OPS:
                 data = [i for i in node.input if not i.startswith("^")]
                 inner = {k: aliases[ref] for k, ref in enumerate(data) if ref in aliases}
@@ -146,7 +155,9 @@ class Freezer:
                 _retype_inputs(node, {k: self._dtype(v) for k, v in inner.items()})
             else:
                 raise FreezeError(f"variable {refs[0]!r} is used by {node.op} node {node.name!r} in function "
-                                  f"{name!r}; xlacs freezes variables that are only read (ReadVariableOp)")
+                                  f"{name!r}; xlacs freezes variables that are only read (ReadVariableOp, "
+                                  "ResourceGather)")
+        function.node_def.extend(axes)
         for node in function.node_def:
             inputs = [_rename(i, renamed) for i in node.input]
             del node.input[:]
