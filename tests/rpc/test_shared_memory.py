@@ -8,6 +8,7 @@ import secrets
 import time
 
 import grpc
+import httpx
 import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -16,6 +17,9 @@ from tests.graphs import GraphBuilder
 from tests.security.conftest import running
 from xlacs import Client, SharedMemory, dtypes
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
+from xlacs_server.dashboard import create_app
+from xlacs_server.dashboard.http import HttpServer
+from xlacs_server.metrics import registry_for
 
 SHAPE = (512, 256)  # 512 KiB of float32
 
@@ -88,14 +92,23 @@ def test_inputs_and_outputs_through_shared_memory_match_numpy(daemon, client, ex
     assert not os.path.exists(f"/dev/shm{shm.key}"), "the client unlinks its object on close"
 
 
-def test_the_metrics_and_the_dashboard_model_count_the_regions(daemon, client):
-    from xlacs_server.metrics import registry_for
+def test_the_metrics_and_the_dashboard_count_the_regions(daemon, client):
     metrics = registry_for(daemon.service)
-    with SharedMemory(client, 1 << 20), SharedMemory(client, 3 << 20):
-        assert metrics.get_sample_value("xlacs_shared_memory_regions") == 2
-        assert metrics.get_sample_value("xlacs_shared_memory_bytes") == 4 << 20
-        assert metrics.get_sample_value("xlacs_shared_memory_sessions") >= 1
-    assert metrics.get_sample_value("xlacs_shared_memory_regions") == 0
+    http = HttpServer(create_app(daemon.service), "127.0.0.1", 0)
+    http.start()
+    try:
+        with SharedMemory(client, 1 << 20), SharedMemory(client, 3 << 20):
+            assert metrics.get_sample_value("xlacs_shared_memory_regions") == 2
+            assert metrics.get_sample_value("xlacs_shared_memory_bytes") == 4 << 20
+            assert metrics.get_sample_value("xlacs_shared_memory_sessions") >= 1
+            cache = httpx.get(f"http://127.0.0.1:{http.port}/api/cache", timeout=30).json()
+            assert cache["shared_memory"]["regions"] == 2 and cache["shared_memory"]["bytes"] == 4 << 20
+            page = httpx.get(f"http://127.0.0.1:{http.port}/cache", timeout=30).text
+            assert '<span class="regions">2</span>' in page
+        assert metrics.get_sample_value("xlacs_shared_memory_regions") == 0
+        assert httpx.get(f"http://127.0.0.1:{http.port}/api/cache", timeout=30).json()["shared_memory"]["regions"] == 0
+    finally:
+        http.stop()
 
 
 @contextlib.contextmanager
