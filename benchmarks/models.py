@@ -98,6 +98,12 @@ def download(nbytes: int) -> Model:
     return Model(f"download {nbytes // MB} MB", frozen, _inputs(frozen))
 
 
+def round_trip(nbytes: int) -> Model:
+    """A float32 input of `nbytes` and an output of as many (x + 1): the request and the response carry them."""
+    frozen = _frozen(lambda x: x + 1.0, tf.TensorSpec((nbytes // 4,), tf.float32))
+    return Model(f"in and out {nbytes // MB} MB", frozen, _inputs(frozen))
+
+
 def dense_chain(layers: int, width: int = 16) -> Model:
     """`layers` tanh(x @ W + b) layers: graph size grows, weights stay small (5 nodes per layer)."""
     rng = np.random.default_rng(layers)

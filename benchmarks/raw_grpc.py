@@ -1,6 +1,6 @@
 """The floor of tensor transfer: gRPC Python moving raw bytes, no protobuf, between two processes. Run as
 `python -m benchmarks.raw_grpc` it serves `Sink` (takes bytes, answers none) and `Source` (answers N bytes)
-on a free loopback port, which it prints."""
+and `Echo` (answers the bytes it takes) on a free loopback port, which it prints."""
 from __future__ import annotations
 
 import os
@@ -27,12 +27,16 @@ class RawGrpc:
         self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", OPTIONS)
         self._sink = self.channel.unary_unary("/raw.Raw/Sink")
         self._source = self.channel.unary_unary("/raw.Raw/Source")
+        self._echo = self.channel.unary_unary("/raw.Raw/Echo")
 
     def sink(self, payload: bytes) -> None:
         self._sink(payload, timeout=600)
 
     def source(self, nbytes: int) -> bytes:
         return self._source(str(nbytes).encode(), timeout=600)
+
+    def echo(self, payload: bytes) -> bytes:
+        return self._echo(payload, timeout=600)
 
     def stop(self) -> None:
         self.channel.close()
@@ -45,6 +49,7 @@ def main() -> None:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("raw.Raw", {
         "Sink": grpc.unary_unary_rpc_method_handler(lambda request, context: b""),
         "Source": grpc.unary_unary_rpc_method_handler(lambda request, context: bytes(int(request))),
+        "Echo": grpc.unary_unary_rpc_method_handler(lambda request, context: request),
     }),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()

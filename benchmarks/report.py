@@ -185,7 +185,9 @@ def _transfer(results: dict) -> list[str]:
             "Python moves the same number of bytes between two processes with no protobuf at all (a generic "
             "handler, `benchmarks/raw_grpc.py`): the floor of any gRPC Python service. GB/s = bytes / p50 time "
             "(decimal GB); the time is the whole call. The daemon's `max_input_bytes` is raised to 1 GiB for "
-            "the 512 MB input.", "", *_transfer_table(results["transfer"]),
+            "the 512 MB input. The client sends calls that move 1 MiB or more as an ExecuteStream, in pieces "
+            "(docs/data_plane.md); *in and out* runs `x + 1`, and its GB/s counts both ways.", "",
+            *_transfer_table(results["transfer"]), *_client_memory(results),
             f"One copy of {copies['bytes'] // MB} MB in this process runs at "
             f"{copies['fresh_pages_gb_per_s']:.2f} GB/s into fresh pages (`ndarray.tobytes()`: glibc maps every "
             f"allocation over 32 MB anew, and each page faults in on first touch) and at "
@@ -193,6 +195,16 @@ def _transfer(results: dict) -> list[str]:
             "The same 64 MB calls with glibc's mmap threshold out of the way (`MALLOC_MMAP_MAX_=0`, "
             "`MALLOC_TRIM_THRESHOLD_` huge, in the server, the raw server and, through `mallopt`, the client), so "
             "that freed blocks are reused already mapped:", "", *_transfer_table(results["transfer_heap_only"])]
+
+
+def _client_memory(results: dict) -> list[str]:
+    m = results.get("client_memory")
+    if m is None:
+        return []
+    return [f"The client's peak memory during one call moving {m['payload_bytes'] // MB} MB in and out (measured in a "
+            "process of its own, `benchmarks/client_memory.py`: its resident set's peak above what it held with the "
+            f"inputs made): {m['streamed_peak_bytes'] / MB:.0f} MiB streamed ({m['streamed_ratio']:.2f}× the payload), "
+            f"{m['unary_peak_bytes'] / MB:.0f} MiB as a unary Execute ({m['unary_ratio']:.2f}×).", ""]
 
 
 def _throughput(results: dict) -> list[str]:

@@ -4,6 +4,7 @@ Writes docs/benchmarks.md and docs/benchmarks.json.
 
     .venv/bin/python -m benchmarks.run [--quick] [--models MobileNetV2,LSTM] [--out DIR]
     .venv/bin/python -m benchmarks.run [--quick] --only compile_by_digest    # that section alone, into DIR's files
+    .venv/bin/python -m benchmarks.run [--quick] --only transport    # the tiny round trip, transfer, client memory
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import time  # noqa: E402
 
 from benchmarks import (compile_by_digest, compile_latency, execute_latency, machine, models, profiles,  # noqa: E402
                         report, scaling, shared_memory, throughput, transport)
+from benchmarks.peers import IN_PROCESS  # noqa: E402
 from benchmarks.peers.remote import PeerProcesses  # noqa: E402
 from benchmarks.processes import RedisServer, ServeProcess, redis_env  # noqa: E402
 from benchmarks.raw_grpc import RawGrpc  # noqa: E402
@@ -99,6 +101,29 @@ def _transfer(client, env: dict, sizes_mb: list[int], seconds: float) -> dict:
         raw.stop()
 
 
+def _transport(results: dict, server: ServeProcess, client, directory: pathlib.Path, budget: Budget) -> None:
+    """Tensor transfer beside raw gRPC, the copy rates that bound it, and the client's peak memory."""
+    results["transfer"] = _transfer(client, {}, list(budget.transfer_mb), budget.transfer_s)
+    results["copy_rates"] = transport.copy_rates(64 * models.MB)
+    results["client_memory"] = transport.client_memory(client, server.address, 64 * models.MB, directory)
+    results["shared_memory"] = shared_memory.measure(client, budget.transfer_s)
+
+
+def _transport_section(results: dict, directory: pathlib.Path, budget: Budget) -> None:
+    """The tiny round trip (beside in-process JAX's peer alone) and _transport, on a daemon of their own."""
+    server = ServeProcess(directory)
+    try:
+        server.warm_up(models.tiny_add())
+        with server.client() as client:
+            with PeerProcesses(directory, (IN_PROCESS,)) as peers:
+                _step("tiny round trip")
+                results["tiny"] = transport.tiny_round_trip(client, peers, budget.tiny_s)
+            _step("tensor transfer")
+            _transport(results, server, client, directory, budget)
+    finally:
+        server.stop()
+
+
 def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerProcesses, directory: pathlib.Path,
                         budget: Budget) -> None:
     """Every measurement from compile latency to the profiles, while the peer processes run (idle but for
@@ -121,9 +146,7 @@ def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerPro
                 results["tiny"] = transport.tiny_round_trip(client, peers, budget.tiny_s)
                 peers.stop()  # the peers' last use: what follows measures the daemon alone
                 _step("tensor transfer")
-                results["transfer"] = _transfer(client, {}, list(budget.transfer_mb), budget.transfer_s)
-                results["copy_rates"] = transport.copy_rates(64 * models.MB)
-                results["shared_memory"] = shared_memory.measure(client, budget.transfer_s)
+                _transport(results, server, client, directory, budget)
                 _step("throughput")
                 small = by_name.get(THROUGHPUT_MODEL) or models.BUILDERS[THROUGHPUT_MODEL]()
                 results["throughput"] = {"model": small.name, "by_clients": throughput.measure(
@@ -163,18 +186,21 @@ def run(mode: str, names: list[str], out_dir: pathlib.Path) -> dict:
     return results
 
 
-def run_section(mode: str, out_dir: pathlib.Path) -> dict:
-    """Only the compile-by-digest section, measured now, into the results already in `out_dir`: the other
-    sections keep their figures, and the report says when each was measured."""
+def run_section(section: str, mode: str, out_dir: pathlib.Path) -> dict:
+    """Only one section, measured now, into the results already in `out_dir`: the other sections keep their
+    figures, and the report says when the compile-by-digest section was measured."""
     results = json.loads((out_dir / "benchmarks.json").read_text())
     directory = pathlib.Path(tempfile.mkdtemp(prefix="xlacs-bench-"))
     print(f"logs in {directory}", flush=True)
-    redis_server = RedisServer(directory)
-    try:
-        _step("compile by digest")
-        results["compile_by_digest"] = _compile_by_digest(directory, redis_server, MODES[mode])
-    finally:
-        redis_server.stop()
+    if section == "transport":
+        _transport_section(results, directory, MODES[mode])
+    else:
+        redis_server = RedisServer(directory)
+        try:
+            _step("compile by digest")
+            results["compile_by_digest"] = _compile_by_digest(directory, redis_server, MODES[mode])
+        finally:
+            redis_server.stop()
     _write(results, out_dir)
     return results
 
@@ -192,11 +218,11 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(models.BUILDERS),
                         help=f"comma-separated subset of {', '.join(models.BUILDERS)}")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "docs", help="where the .md and .json go")
-    parser.add_argument("--only", choices=["compile_by_digest"],
+    parser.add_argument("--only", choices=["compile_by_digest", "transport"],
                         help="measure this section alone and update it in --out's files (the rest keep their figures)")
     args = parser.parse_args()
     if args.only:
-        run_section("quick" if args.quick else "full", args.out)
+        run_section(args.only, "quick" if args.quick else "full", args.out)
         return
     names = [n for n in args.models.split(",") if n]
     unknown = sorted(set(names) - set(models.BUILDERS))

@@ -1,15 +1,17 @@
 """The RPC path itself: the tiny round trip (one Add on 4 floats) beside gRPC's own floor and in-process JAX,
-and tensor transfer in GB/s for inputs and outputs of growing size."""
+tensor transfer in GB/s for inputs and outputs of growing size, and the client's peak memory while it moves
+them."""
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import functools
+import pathlib
 
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from benchmarks import models
+from benchmarks import client_memory as client_memory_child, models
 from benchmarks.peers import IN_PROCESS, XLACS
 from benchmarks.peers.remote import PeerProcesses
 from benchmarks.raw_grpc import RawGrpc
@@ -40,19 +42,34 @@ def tiny_round_trip(client, peers: PeerProcesses, seconds: float) -> dict:
 
 
 def transfer(client, raw: RawGrpc, sizes_mb: list[int], seconds: float) -> dict:
-    """GB/s (decimal) of the p50 call, for an input of each size (a 4-byte output) and an output of each size
-    (a 4-byte input), beside gRPC Python moving the same bytes raw between two processes, interleaved."""
+    """GB/s (decimal) of the p50 call, for an input of each size (a 4-byte output), an output of each size
+    (a 4-byte input), and both (`x + 1`: GB/s counts the bytes of both ways), beside gRPC Python moving the same
+    bytes raw between two processes, interleaved. The client picks Execute or ExecuteStream as it does for
+    any call (xlacs.streaming.STREAM_BYTES)."""
     results = {}
     for size in sizes_mb:
         nbytes = size * models.MB
         payload = bytes(nbytes)
         for direction, model, floor in (("input", models.upload(nbytes), lambda: raw.sink(payload)),
-                                        ("output", models.download(nbytes), lambda: raw.source(nbytes))):
+                                        ("output", models.download(nbytes), lambda: raw.source(nbytes)),
+                                        ("in and out", models.round_trip(nbytes), lambda: raw.echo(payload))):
             executable = model.compile(client)
+            moved = nbytes * (2 if direction == "in and out" else 1)
             samples = interleaved({XLACS: lambda: executable(*model.inputs), RAW: floor}, seconds, min_calls=5)
             results[f"{direction} {size} MB"] = {
-                peer: {**s.summary(), "gb_per_s": nbytes / (s.p50 / 1e3) / 1e9} for peer, s in samples.items()}
+                peer: {**s.summary(), "gb_per_s": moved / (s.p50 / 1e3) / 1e9} for peer, s in samples.items()}
     return results
+
+
+def client_memory(client, address: str, nbytes: int, directory: pathlib.Path) -> dict:
+    """The most a client's process grows during one Execute that sends `nbytes` and gets as many back, as the
+    client sends it (streamed) and sent as a unary Execute, over the payload (`nbytes`)."""
+    model = models.round_trip(nbytes)
+    model.compile(client)
+    peaks = {how: client_memory_child.measure(address, model, directory, unary=how == "unary")
+             for how in ("streamed", "unary")}
+    return {"payload_bytes": nbytes, **{f"{how}_peak_bytes": peak for how, peak in peaks.items()},
+            **{f"{how}_ratio": peak / nbytes for how, peak in peaks.items()}}
 
 
 def copy_rates(nbytes: int, repeats: int = 5) -> dict:
