@@ -9,6 +9,7 @@ import pytest
 from tests.client.test_cli import xlacs
 from tests.oracle import assert_close
 from tests.saved_model.models import random_inputs, saved, tf_outputs
+from xlacs import Client
 from xlacs.saved_model import InvalidInput, SavedModel
 
 
@@ -112,3 +113,14 @@ def test_cli_errors(server, tmp_path):
         error = json.loads(result.stdout)["error"]
         assert error["code"] == "INVALID_ARGUMENT"
         assert re.search(message, error["message"]), error["message"]
+
+
+def test_the_same_weights_are_not_sent_twice(fresh_server):
+    """MobileNetV2 written by tf.saved_model.save and by model.export() freezes into two graphs with the same
+    weight tensors: the second compile uploads its skeleton only."""
+    with Client(fresh_server.address, timeout=600) as client:
+        first = client.compile_saved_model(saved("mobilenet_v2_save")).upload
+        second = client.compile_saved_model(saved("mobilenet_v2_export")).upload
+    assert first.uploaded_bytes > 10e6 and first.skipped_bytes == 0
+    assert second.skipped_bytes >= 0.95 * first.uploaded_bytes
+    assert second.uploaded_bytes < 0.05 * first.uploaded_bytes

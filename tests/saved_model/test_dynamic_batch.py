@@ -7,22 +7,13 @@ import numpy as np
 import pytest
 
 from tests.client.test_cli import xlacs
-from tests.conftest import RunningServer
 from tests.saved_model.models import random_inputs, saved, tf_outputs
 from tests.saved_model.test_compile import _compare
 from xlacs import Client
 from xlacs.saved_model import SavedModel
-from xlacs_server.config import Settings
 
 BUCKETS = (1, 4, 8)
 BATCHES = (1, 3, 8)
-
-
-@pytest.fixture
-def fresh_server(tmp_path):
-    running = RunningServer(Settings(cache_dir=str(tmp_path / "cache")))
-    yield running
-    running.stop()
 
 
 @pytest.mark.parametrize("name", ["two_io_save", "two_io_export", "mobilenet_v2_save", "mobilenet_v2_export"])
