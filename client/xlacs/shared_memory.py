@@ -46,7 +46,7 @@ class Regions:
 
     def ref(self, array) -> xlacs_pb2.SharedMemoryRef | None:
         """Where `array` lies in an open region, if it is a contiguous view of one."""
-        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+        if not self.open or not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
             return None
         return next((ref for ref in (shm.ref(array) for shm in self.open) if ref is not None), None)
 
