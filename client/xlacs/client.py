@@ -64,6 +64,7 @@ class Executable:
         self.graph_dumps = {d.name: d.pbtxt for d in response.graph_dumps}
         self.input_names = [s.name for s in response.signature.inputs]
         self.output_names = [s.name for s in response.signature.outputs]
+        self._output_bytes = streaming.output_bytes(response.signature.outputs)
 
     @property
     def digest(self) -> xlacs_pb2.Digest:
@@ -85,7 +86,7 @@ class Executable:
         regions, out = self._client.regions, out or {}
         shared = bool(out) or any(regions.ref(a) is not None for a in inputs.values())
         if not keep and not shared and all(isinstance(a, np.ndarray) for a in inputs.values()) and \
-                streaming.moved_bytes(inputs, self.signature.outputs) >= streaming.STREAM_BYTES:
+                streaming.moved_bytes(inputs, self._output_bytes) >= streaming.STREAM_BYTES:
             return self._streamed(inputs)
         request = xlacs_pb2.ExecuteRequest(
             executable_id=self.id, session_id=regions.session_id if shared else "",

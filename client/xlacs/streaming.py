@@ -20,11 +20,14 @@ METHOD = "/xlacs.v1.Compiler/ExecuteStream"
 STREAM_BYTES = 1 << 20
 
 
-def moved_bytes(inputs: Mapping[str, object], outputs: Iterable[xlacs_pb2.TensorSpec]) -> int:
-    """The bytes a call sends and receives: its array inputs' and its outputs' (an unknown dimension counts as
-    one)."""
-    sent = sum(a.nbytes for a in inputs.values() if isinstance(a, np.ndarray))
-    return sent + sum(math.prod(max(d, 1) for d in s.shape) * dtypes.to_numpy(s.dtype).itemsize for s in outputs)
+def output_bytes(outputs: Iterable[xlacs_pb2.TensorSpec]) -> int:
+    """The bytes of a signature's outputs (an unknown dimension counts as one)."""
+    return sum(math.prod(max(d, 1) for d in s.shape) * dtypes.to_numpy(s.dtype).itemsize for s in outputs)
+
+
+def moved_bytes(inputs: Mapping[str, object], output_bytes: int) -> int:
+    """The bytes a call sends and receives: its array inputs' and its outputs' (`output_bytes`)."""
+    return output_bytes + sum(a.nbytes for a in inputs.values() if isinstance(a, np.ndarray))
 
 
 def execute(channel, executable_id: str, inputs: Mapping[str, np.ndarray],

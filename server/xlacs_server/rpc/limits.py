@@ -25,8 +25,7 @@ class Call:
         now = time.monotonic()
         self.gate = gate
         self.context = context
-        self.wake = threading.Event()  # set when the RPC ends (cancelled, timed out) or the work is done
-        self.ended = not context.add_callback(self.wake.set)
+        self.ended = False  # the RPC ended before its work was handed to a gate thread
         client_s = context.time_remaining()
         client_s = client_s if client_s is not None and client_s < NO_DEADLINE_S else None
         server_wins = limit_s is not None and (client_s is None or limit_s < client_s)
@@ -104,10 +103,12 @@ class Gate:
                 return self._start(call, work)
             finally:
                 self._release(None)
+        wake = threading.Event()  # set when the RPC ends (cancelled, timed out) or the work is done
+        call.ended = not context.add_callback(wake.set)
         future = self._executor.submit(self._start, call, work)
         future.add_done_callback(self._release)
-        future.add_done_callback(lambda _: call.wake.set())
-        call.wake.wait(call.remaining())
+        future.add_done_callback(lambda _: wake.set())
+        wake.wait(call.remaining())
         if not future.done():
             future.cancel()  # still waiting: it leaves the queue and never runs
             call.checkpoint("its result")
