@@ -40,8 +40,9 @@ class Regions:
 
     def session(self) -> str:
         if self._call is None:
-            self._call = self._stub.OpenSession(xlacs_pb2.OpenSessionRequest())  # no deadline: it lasts
-            self.session_id = next(self._call).session_id
+            call = self._stub.OpenSession(xlacs_pb2.OpenSessionRequest())  # no deadline: it lasts
+            self.session_id = next(call).session_id
+            self._call = call
         return self.session_id
 
     def ref(self, array) -> xlacs_pb2.SharedMemoryRef | None:

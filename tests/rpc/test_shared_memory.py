@@ -5,6 +5,7 @@ sessions are bounded by max_sessions and hold no gRPC thread."""
 import contextlib
 import os
 import secrets
+import socket
 import time
 
 import grpc
@@ -19,7 +20,10 @@ from xlacs import Client, SharedMemory, dtypes
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
+from xlacs_server.config import Settings
 from xlacs_server.metrics import registry_for
+from xlacs_server.rpc.server import create_server
+from xlacs_server.service import CompilationService
 
 SHAPE = (512, 256)  # 512 KiB of float32
 
@@ -296,3 +300,33 @@ def test_regions_per_session_are_bounded_and_the_policy_is_enforced():
             SharedMemory(client, 4096)
         assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
         assert "shared_memory=off" in error.value.details()
+
+
+def non_loopback_address() -> str | None:
+    """An address of this host other than loopback, if it has one."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.254", 9))  # UDP: nothing is sent; the kernel picks the outgoing interface
+        address = probe.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if address.startswith("127.") else address
+
+
+def test_local_admits_only_loopback_peers():
+    address = non_loopback_address()
+    assert address is not None, "this test needs a non-loopback interface"
+    service = CompilationService(Settings.from_env())
+    server, port, _ = create_server(service, f"{address}:0")
+    server.start()
+    try:
+        with Client(f"{address}:{port}", timeout=60) as client:
+            with pytest.raises(grpc.RpcError) as error:
+                SharedMemory(client, 4096)
+            assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "shared_memory=local" in error.value.details() and address in error.value.details()
+    finally:
+        server.stop(grace=None)
+        service.close()
