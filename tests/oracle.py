@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from xlacs import freeze
 
-RNG = np.random.default_rng(0)
+RNG = np.random.default_rng(0)  # reseeded before each test from its id (tests/conftest.py, seeded_inputs)
 
 
 def rand(shape, dtype=np.float32, low=-3.0, high=3.0) -> np.ndarray:
