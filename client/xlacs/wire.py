@@ -61,14 +61,14 @@ def _fields(view: memoryview, start: int, end: int):
     """(number, wire type, where the field starts, where its value starts, where it ends) of each field."""
     at = start
     while at < end:
-        key, value = _read_varint(view, at)
+        key, value = read_varint(view, at)
         number, wire_type = key >> 3, key & 7
         if wire_type not in _SKIP:
             raise ValueError(f"field {number} has wire type {wire_type}, which xlacs' messages do not use")
         if wire_type == 0:
-            _, stop = _read_varint(view, value)
+            _, stop = read_varint(view, value)
         elif wire_type == _LEN:
-            size, value = _read_varint(view, value)
+            size, value = read_varint(view, value)
             stop = value + size
         else:
             stop = value + _SKIP[wire_type]
@@ -78,7 +78,8 @@ def _fields(view: memoryview, start: int, end: int):
         at = stop
 
 
-def _read_varint(view: memoryview, at: int) -> tuple[int, int]:
+def read_varint(view: memoryview, at: int) -> tuple[int, int]:
+    """(the varint at `at`, where it ends): protobuf's and LevelDB's base-128 integers."""
     value = shift = 0
     while True:
         if at >= len(view) or shift > 63:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
+from xlacs import wire
+
 MAGIC = 0xDB4775248B80FB57
 FOOTER_BYTES = 48
 TRAILER_BYTES = 5
@@ -23,16 +25,10 @@ class TableError(ValueError):
 
 
 def read_varint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise TableError("a varint runs past its block")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
+    try:
+        return wire.read_varint(data, pos)
+    except ValueError:
+        raise TableError("a varint runs past its block") from None
 
 
 def _block(data: memoryview, handle: bytes | memoryview) -> memoryview:
