@@ -12,11 +12,12 @@ import grpc
 import httpx
 import numpy as np
 import pytest
+import tensorflow as tf
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.graphs import GraphBuilder
 from tests.security.conftest import running
-from xlacs import Client, SharedMemory, dtypes
+from xlacs import Client, SharedMemory, dtypes, freeze
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
@@ -138,6 +139,19 @@ def refused(call, code=grpc.StatusCode.INVALID_ARGUMENT) -> str:
 def register(client, session_id, name, key, offset=0, byte_size=4096):
     return lambda: client.stub.RegisterSharedMemory(xlacs_pb2.RegisterSharedMemoryRequest(
         session_id=session_id, name=name, key=key, offset=offset, byte_size=byte_size), timeout=30)
+
+
+def test_a_program_run_in_an_execution_worker_reads_and_writes_shared_memory(daemon, client):
+    # A program with a loop runs in a worker process (isolate_executions=loops): its inputs leave the region there
+    frozen = freeze(lambda x: tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2.0), (0, x))[1],
+                    tf.TensorSpec(SHAPE, tf.float32), lower_control_flow=False)
+    executable = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
+    assert daemon.service.loaded(executable.id).executable.isolated
+    with SharedMemory(client, 2 << 20) as shm:
+        x, y = shm.put(values(7)), shm.array(SHAPE)
+        (out,) = executable.execute({next(iter(frozen.feeds)): x}, out={frozen.fetches[0]: y})
+        assert out is y
+        np.testing.assert_array_equal(y, values(7) * 8)
 
 
 def test_bad_registrations_say_what_is_wrong(daemon, client, tmp_path):
