@@ -285,11 +285,12 @@ def main(argv=None) -> int:
     try:
         with Client(args.server, timeout=args.timeout, credentials=_credentials(args), token=args.token) as client:
             record = COMMANDS[args.command](args, client)
-    except (SavedModelError, InvalidInput) as e:  # refused here, before any call: as the daemon would
+    except (SavedModelError, InvalidInput, OSError) as e:  # refused here, before any call: as the daemon would
+        message = f"{e.filename}: {e.strerror}" if isinstance(e, OSError) else str(e)
         if args.json:
-            print(json.dumps({"error": {"code": grpc.StatusCode.INVALID_ARGUMENT.name, "message": str(e)}}))
+            print(json.dumps({"error": {"code": grpc.StatusCode.INVALID_ARGUMENT.name, "message": message}}))
         else:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {message}", file=sys.stderr)
         return 2
     except grpc.RpcError as e:
         if args.json:

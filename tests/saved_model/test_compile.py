@@ -106,6 +106,8 @@ def test_cli_errors(server, tmp_path):
         (run + ["--input", f"q={tmp_path / 'x.npy'}"], r"missing input\(s\) 'x'; unknown input\(s\) 'q'"),
         (["compile", str(saved("affine")), "--signature", "nope"], r"no signature 'nope'.*'serving_default'"),
         (["compile", str(tmp_path)], "has no saved_model.pb"),
+        (["compile", str(tmp_path / "absent.pb"), "--feed", "x:0=float32[1]", "--fetch", "y:0"],
+         "absent.pb: No such file or directory"),
     ]
     for args, message in cases:
         result = xlacs(*args, server=server, check=False)
