@@ -265,6 +265,21 @@ def test_unregistering_every_region_of_the_session(client):
         assert removed.regions == 2 and not mapped(first) and not mapped(second)
 
 
+def test_a_region_unregistered_during_an_execute_is_unmapped_when_the_execute_is_done(daemon, client):
+    with shm_object(1 << 20) as key:
+        session = client.regions.session()
+        register(client, session, "r", key, 0, 1 << 20)()
+        tensor = xlacs_pb2.Tensor(name="x:0", dtype=dtypes.from_numpy(np.float32), shape=[16])
+        tensor.shared_memory.CopyFrom(xlacs_pb2.SharedMemoryRef(region="r", offset=4096, byte_size=64))
+        with daemon.service.shared_memory.lease(session) as lease:  # as an Execute holds its regions
+            view = lease.input(tensor)
+            assert client.stub.UnregisterSharedMemory(xlacs_pb2.UnregisterSharedMemoryRequest(
+                session_id=session, name="r")).regions == 1
+            assert mapped(key) and view.sum() == 0  # still readable
+            del view
+        assert not mapped(key)
+
+
 def test_a_daemon_that_stops_leaves_nothing_mapped():
     with shm_object(1 << 20) as key:
         with running() as server:  # stops as `xlacs serve` does: the server, then the service
