@@ -1,6 +1,8 @@
 """SavedModels written by TensorFlow and Keras, and TensorFlow's own outputs for them (the oracle)."""
+import atexit
 import functools
 import pathlib
+import shutil
 import tempfile
 
 import keras
@@ -9,8 +11,10 @@ import tensorflow as tf
 
 from tests.models.keras_models import keras_application
 
-# One directory for the session's SavedModels: writing MobileNetV2 takes seconds, and each is written once.
+# One directory for the session's SavedModels, removed at its end: writing MobileNetV2 takes seconds, and each is
+# written once.
 ROOT = pathlib.Path(tempfile.mkdtemp(prefix="xlacs-saved-models-"))
+atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
 
 
 class Affine(tf.Module):
