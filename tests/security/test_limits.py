@@ -312,10 +312,10 @@ def test_execute_has_its_own_gate(gated):
     execute = server.service.execute
     entered = threading.Event()
 
-    def blocking(executable_id, inputs, client_s):
+    def blocking(*args):
         entered.set()
         release.wait(60)
-        return execute(executable_id, inputs, client_s)
+        return execute(*args)
     server.service.execute = blocking
     request = xlacs_pb2.ExecuteRequest(executable_id=executable.id,
                                        inputs=[tensors.to_proto("x:0", np.ones((2, 3), np.float32))])
@@ -370,10 +370,10 @@ def test_readiness_is_false_while_every_execute_slot_is_stuck_past_its_limit():
         executable = client.compile(add_graph(), FEEDS, ["y:0"])
         execute, release, entered = server.service.execute, threading.Event(), threading.Event()
 
-        def stuck(executable_id, inputs, client_s):  # a program run in the daemon that nothing can stop
+        def stuck(*args):  # a program run in the daemon that nothing can stop
             entered.set()
             release.wait(60)
-            return execute(executable_id, inputs, client_s)
+            return execute(*args)
         server.service.execute = stuck
         http = HttpServer(create_app(server.service), "127.0.0.1", 0)
         http.start()
