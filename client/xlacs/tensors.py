@@ -82,6 +82,16 @@ def fill_piece(tensor: xlacs_pb2.Tensor, name: str, array: np.ndarray, offset: i
         tensor.shape.extend(array.shape)
 
 
+ALIGN = 64  # PJRT's CPU client takes a host array this aligned without copying it (docs/data_plane.md)
+
+
+def _aligned_empty(nbytes: int) -> np.ndarray:
+    """Uninitialized bytes starting at a multiple of ALIGN (numpy's large arrays start 16 bytes into a page)."""
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + nbytes]
+
+
 class Assembly:
     """Tensors put together from consecutive pieces: each written into one array allocated at its first piece
     (offset 0, with dtype and shape), in the order they came. A piece continues the tensor before it when it has
@@ -130,7 +140,7 @@ class Assembly:
                              "first piece has offset 0, its dtype and its shape")
         dtype, shape, nbytes = _layout(piece, self.what)
         self._start(piece.name, dtype, shape, nbytes)
-        array = np.empty(shape, dtype)
+        array = _aligned_empty(nbytes).view(dtype).reshape(shape)
         self._bytes, self._filled = array.reshape(-1).view(np.uint8), 0
         self.tensors.append((piece.name, array))
         return self.tensors[-1]
