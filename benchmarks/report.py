@@ -163,8 +163,16 @@ def _tiny(results: dict) -> list[str]:
     return ["## Tiny round trip (µs)", "",
             "One Add on two inputs of 4 float32, Execute over loopback gRPC, beside an empty unary RPC on the "
             "same channel (the standard health Check: what gRPC Python costs before xlacs does anything) and "
-            "the same program called in-process (in the process of the in-process JAX peer).", "",
+            "the same program called in-process (in the process of the in-process JAX peer)."
+            + _measured_alone(results), "",
             *_table(["Path", "p50", "p99", "calls"], rows)]
+
+
+def _measured_alone(results: dict) -> str:
+    m = results.get("transport_measured")
+    return "" if m is None else (
+        f" This section and the tensor transfer were measured alone (`benchmarks.run --only transport`, {m['started']} "
+        f"to {m['finished']}, load average {m['load_average']:.1f} at the end).")
 
 
 def _transfer_table(transfer: dict) -> list[str]:

@@ -111,6 +111,7 @@ def _transport(results: dict, server: ServeProcess, client, directory: pathlib.P
 
 def _transport_section(results: dict, directory: pathlib.Path, budget: Budget) -> None:
     """The tiny round trip (beside in-process JAX's peer alone) and _transport, on a daemon of their own."""
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     server = ServeProcess(directory)
     try:
         server.warm_up(models.tiny_add())
@@ -122,6 +123,8 @@ def _transport_section(results: dict, directory: pathlib.Path, budget: Budget) -
             _transport(results, server, client, directory, budget)
     finally:
         server.stop()
+    results["transport_measured"] = {"started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                                     "load_average": os.getloadavg()[0]}
 
 
 def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerProcesses, directory: pathlib.Path,
