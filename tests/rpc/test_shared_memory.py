@@ -20,6 +20,8 @@ from tests.security.conftest import running
 from xlacs import Client, SharedMemory, dtypes, freeze
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server.dashboard import create_app
+from xlacs_server.errors import InvalidRequest
+from xlacs_server.execute.shared_memory import Region
 from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.config import Settings
 from xlacs_server.metrics import registry_for
@@ -39,10 +41,20 @@ def scale_graph():
 
 
 def mapped(key: str) -> bool:
-    """Whether this process maps the shared-memory object `key`: the tests' daemon runs in it, so for an object
-    the test made by hand (shm_object), whether the daemon maps it."""
+    """Whether this process holds the shared-memory object `key` open or mapped: the tests' daemon runs in it,
+    so for an object the test made by hand (shm_object), whether the daemon holds it."""
+    path = f"/dev/shm{key}"
     with open("/proc/self/maps") as f:
-        return any(line.rstrip().endswith(f"/dev/shm{key}") or f"/dev/shm{key} (deleted)" in line for line in f)
+        if any(line.rstrip().endswith(path) or f"{path} (deleted)" in line for line in f):
+            return True
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed since the listing
+            continue
+        if target in (path, f"{path} (deleted)"):
+            return True
+    return False
 
 
 def wait_for(condition, what: str, timeout_s: float = 20):
@@ -240,6 +252,21 @@ def test_an_object_shrunk_after_registration_is_refused_not_a_crash(client, exec
         assert "shrank to 4096 bytes" in refused(lambda: executable.execute({"x:0": x, "w:0": x}, out={"y:0": y}))
         os.truncate(f"/dev/shm{shm.key}", 4 << 20)
         executable.execute({"x:0": x, "w:0": x}, out={"y:0": y})
+
+
+def test_an_object_that_shrinks_during_a_read_is_refused_not_a_crash(monkeypatch):
+    # The size check passes, then the client truncates its object: the read comes up short (a mapping of the
+    # object would have taken SIGBUS there and killed the daemon).
+    with shm_object(1 << 20) as key:
+        region = Region.open("r", key, 0, 1 << 20)
+        try:
+            os.truncate(f"/dev/shm{key}", 4096)
+            monkeypatch.setattr(Region, "_at", lambda self, ref, what, dtype, shape: 0)  # the check, passed before
+            with pytest.raises(InvalidRequest, match="shrank to 4096 bytes"):
+                region.read(xlacs_pb2.SharedMemoryRef(region="r", byte_size=1 << 20), "input 'x:0'",
+                            np.dtype(np.uint8), (1 << 20,))
+        finally:
+            region.close()
 
 
 def test_a_client_that_goes_away_leaves_nothing_mapped(daemon):

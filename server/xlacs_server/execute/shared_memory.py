@@ -1,16 +1,15 @@
 """Same-host shared memory (docs/data_plane.md, Shared memory): sessions and the regions registered under them.
 
-A region maps part of a client's POSIX shared-memory object (/dev/shm/<key without its slash>) into the daemon;
-an Execute then reads inputs from it as numpy views and writes outputs into it, so the tensors' bytes never
-travel through gRPC. The daemon never creates or unlinks the object: it maps it at RegisterSharedMemory and
-unmaps it at UnregisterSharedMemory, when the session's OpenSession call ends (the client closes it or goes
-away), or at shutdown. A region in use by an Execute is unmapped when that Execute is done with it.
+A region is part of a client's POSIX shared-memory object (/dev/shm/<key without its slash>), open in the
+daemon; an Execute reads inputs from it and writes outputs into it, so the tensors' bytes never travel through
+gRPC. The daemon never creates or unlinks the object: it opens it at RegisterSharedMemory and closes it at
+UnregisterSharedMemory, when the session's OpenSession call ends (the client closes it or goes away), or at
+shutdown. A region in use by an Execute is closed when that Execute is done with it.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-import mmap
 import os
 import re
 import secrets
@@ -35,13 +34,14 @@ _LOCAL_PEERS = re.compile(r"(unix:|unix-abstract:|ipv4:127\.|ipv6:(\[|%5B)::1(\]
 
 @dataclasses.dataclass(eq=False)
 class Region:
-    """Bytes [offset, offset + byte_size) of one shared-memory object, mapped read-write."""
+    """Bytes [offset, offset + byte_size) of one shared-memory object, open read-write. The daemon reads and
+    writes them with pread and pwrite, never through a mapping: a client may shrink its object at any time, and
+    touching a mapped page past the object's end would kill the daemon (SIGBUS), where a read only comes up short."""
     name: str
     key: str
     offset: int
     byte_size: int
-    _map: mmap.mmap = dataclasses.field(repr=False)
-    _start: int  # where the region starts in the map: the object's offset rounded down to a page
+    _fd: int = dataclasses.field(repr=False)
     users: int = 1  # its registration, plus each Execute using it now
 
     @classmethod
@@ -72,17 +72,14 @@ class Region:
             if info.st_size < offset + byte_size:
                 raise InvalidRequest(f"region {echoed(name)}: {echoed(key)} has {info.st_size} bytes, fewer than "
                                      f"offset + byte_size = {offset + byte_size}", region=name, key=key)
-            start = offset - offset % mmap.ALLOCATIONGRANULARITY
-            # Populated now: an Execute's first touch of each page would fault it in (0.85 s for 256 MiB under load)
-            mapped = mmap.mmap(fd, offset + byte_size - start, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
-                               offset=start)
-        finally:
-            os.close(fd)  # the map keeps its own descriptor
-        return cls(name, key, offset, byte_size, mapped, offset - start)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(name, key, offset, byte_size, fd)
 
-    def view(self, ref, what: str, dtype: np.dtype, shape: tuple[int, ...], *, writable: bool) -> np.ndarray:
-        """The array of `dtype` and `shape` at `ref` (a SharedMemoryRef into this region), a view of the
-        client's bytes; `what` names the input or output in errors."""
+    def _at(self, ref, what: str, dtype: np.dtype, shape: tuple[int, ...]) -> int:
+        """Where the array of `dtype` and `shape` at `ref` (a SharedMemoryRef into this region) starts in the
+        object, checked; `what` names the input or output in errors."""
         expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if ref.byte_size != expected:
             raise InvalidRequest(f"{what}: shared_memory.byte_size is {ref.byte_size}, but {dtype}{list(shape)} "
@@ -90,19 +87,36 @@ class Region:
         if ref.offset < 0 or ref.offset + ref.byte_size > self.byte_size:
             raise InvalidRequest(f"{what}: bytes [{ref.offset}, {ref.offset + ref.byte_size}) are not within region "
                                  f"{echoed(self.name)} of {self.byte_size} bytes")
-        # The client may have shrunk its object since: touching pages past its end would kill the daemon (SIGBUS).
-        if self._map.size() < self.offset + self.byte_size:
-            raise InvalidRequest(f"{what}: shared-memory object {echoed(self.key)} shrank to {self._map.size()} "
-                                 f"bytes since region {echoed(self.name)} was registered")
-        start = self._start + ref.offset
-        memory = memoryview(self._map)[start:start + ref.byte_size]
-        return np.frombuffer(memory if writable else memory.toreadonly(), dtype).reshape(shape)
+        size = os.fstat(self._fd).st_size
+        if size < self.offset + self.byte_size:
+            raise self._shrank(what, size)
+        return self.offset + ref.offset
+
+    def read(self, ref, what: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """A copy of the array at `ref`: one read from the object into the array's memory."""
+        at, array = self._at(ref, what, dtype, shape), np.empty(shape, dtype)
+        into = memoryview(array.reshape(-1).view(np.uint8))  # bytes of any dtype (bfloat16 has no buffer format)
+        while into:
+            done = os.preadv(self._fd, [into], at)
+            if done == 0:  # the object shrank since the check above
+                raise self._shrank(what, os.fstat(self._fd).st_size)
+            into, at = into[done:], at + done
+        return array
+
+    def write(self, ref, what: str, array: np.ndarray) -> None:
+        """`array`'s bytes at `ref`, if it has exactly their size."""
+        at = self._at(ref, what, array.dtype, array.shape)
+        data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+        while data:
+            done = os.pwritev(self._fd, [data], at)
+            data, at = data[done:], at + done
+
+    def _shrank(self, what: str, size: int) -> InvalidRequest:
+        return InvalidRequest(f"{what}: shared-memory object {echoed(self.key)} shrank to {size} bytes since region "
+                              f"{echoed(self.name)} was registered")
 
     def close(self) -> None:
-        try:
-            self._map.close()
-        except BufferError:  # an array still views it: the mapping goes with the last view
-            log.debug("region %s of %s unmapped when its last view goes", self.name, self.key)
+        os.close(self._fd)
 
 
 @dataclasses.dataclass(eq=False)
@@ -135,7 +149,7 @@ class Lease:
         return region
 
     def input(self, tensor) -> np.ndarray:
-        """The input `tensor` (an xlacs.v1.Tensor with shared_memory), read-only, without a copy."""
+        """The input `tensor` (an xlacs.v1.Tensor with shared_memory), read from its region into a new array."""
         what = f"input {echoed(tensor.name)}"
         try:
             dtype = dtypes.to_numpy(tensor.dtype)
@@ -144,8 +158,7 @@ class Lease:
         shape = tuple(tensor.shape)
         if any(d < 0 for d in shape):
             raise InvalidRequest(f"{what} has a negative dimension in shape {list(shape)}")
-        return self._region(tensor.shared_memory, what).view(tensor.shared_memory, what, dtype, shape,
-                                                            writable=False)
+        return self._region(tensor.shared_memory, what).read(tensor.shared_memory, what, dtype, shape)
 
     def output(self, name: str, ref) -> "Target":
         """Where output `name` goes: `ref`, in a region of the session."""
@@ -161,8 +174,7 @@ class Target:
 
     def write(self, array: np.ndarray) -> None:
         """Copies the output into the region, if `ref` has exactly its size."""
-        view = self.region.view(self.ref, f"output {echoed(self.name)}", array.dtype, array.shape, writable=True)
-        np.copyto(view, array)
+        self.region.write(self.ref, f"output {echoed(self.name)}", array)
 
 
 class SharedMemory:
@@ -187,7 +199,7 @@ class SharedMemory:
         return session.id
 
     def close(self, session_id: str) -> int:
-        """Ends a session, unmapping its regions; how many it had."""
+        """Ends a session, closing its regions; how many it had."""
         with self._lock:
             session = self._sessions.pop(session_id, None)
             regions = list(session.regions.values()) if session else []
@@ -214,10 +226,10 @@ class SharedMemory:
         except Exception:
             region.close()
             raise
-        log.info("session %s… mapped region %s: %s [%d, %d)", session_id[:6], name, key, offset, offset + byte_size)
+        log.info("session %s… opened region %s: %s [%d, %d)", session_id[:6], name, key, offset, offset + byte_size)
 
     def unregister(self, session_id: str, name: str) -> int:
-        """Unmaps region `name` of the session, or all of its regions when `name` is empty; how many."""
+        """Closes region `name` of the session, or all of its regions when `name` is empty; how many."""
         with self._lock:
             session = self._session(session_id)
             if not name:
@@ -246,7 +258,7 @@ class SharedMemory:
         return region
 
     def release(self, regions: list[Region]) -> None:
-        """Drops one use of each region (a registration or an Execute's); unmaps those nothing uses."""
+        """Drops one use of each region (a registration or an Execute's); closes those nothing uses."""
         closing = []
         with self._lock:
             for region in regions:
