@@ -1,6 +1,6 @@
-"""Same-host shared memory (docs/data_plane.md, Shared memory): arrays in a POSIX shared-memory object that this
-client creates and the daemon maps, which an Execute reads as inputs and writes outputs into, so that their bytes
-never travel through gRPC. For a client on the daemon's host (Linux: both see the same /dev/shm).
+"""Same-host shared memory (docs/data_plane.md, Shared memory): arrays in a sealed memfd (or a POSIX shared-memory
+object) that this client creates and the daemon opens, which an Execute reads as inputs and writes outputs into, so
+that their bytes never travel through gRPC. For a client on the daemon's host (Linux).
 
     with Client("localhost:50051") as client, SharedMemory(client, 2 << 30) as shm:
         x = shm.array((1 << 26,), np.float32)   # a numpy view of the region
@@ -10,6 +10,7 @@ never travel through gRPC. For a client on the daemon's host (Linux: both see th
 """
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 import secrets
@@ -85,40 +86,51 @@ class Regions:
 
 
 class SharedMemory:
-    """`byte_size` bytes in a new POSIX shared-memory object (mode `mode`: the daemon's user must be able to
-    read and write it), registered with the daemon in the client's session. `array` places arrays in it; an input
-    that is such an array travels by reference, and `Executable.execute(..., out={output: array})` has the daemon
-    write the output into it. `close` (or the end of a `with` block) unregisters the region and unlinks the
-    object; arrays still viewing it keep their memory until they go."""
+    """`byte_size` bytes of shared memory registered with the daemon in the client's session: a new memfd sealed
+    against shrinking and growing (`sealed`, the default where os.memfd_create exists), which the daemon maps, or a
+    new POSIX shared-memory object (`sealed=False`, mode `mode`: the daemon's user must be able to read and write
+    it), which it reads and writes with system calls (docs/data_plane.md, Shared memory). `array` places arrays in
+    it; an input that is such an array travels by reference, and `Executable.execute(..., out={output: array})`
+    has the daemon write the output into it. `close` (or the end of a `with` block) unregisters the region and
+    unlinks the object; arrays still viewing it keep their memory until they go."""
 
-    def __init__(self, client: "Client", byte_size: int, *, mode: int = 0o600):
+    def __init__(self, client: "Client", byte_size: int, *, mode: int = 0o600,
+                 sealed: bool = hasattr(os, "memfd_create")):
         if byte_size <= 0:
             raise ValueError(f"byte_size must be positive, not {byte_size}")
-        self.key = f"/xlacs-{os.getpid()}-{secrets.token_hex(8)}"
-        self.name = self.key[1:]
+        self.name = f"xlacs-{os.getpid()}-{secrets.token_hex(8)}"
         self.byte_size = byte_size
+        self.sealed = sealed
         self._client = client
-        path = SHM_DIR + self.key
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+        if sealed:  # named by its descriptor, open here until the daemon has opened it
+            fd = os.memfd_create(self.name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            self.key = f"/proc/{os.getpid()}/fd/{fd}"
+        else:
+            self.key = "/" + self.name
+            fd = os.open(SHM_DIR + self.key, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
         try:
-            os.ftruncate(fd, byte_size)
-            self._map = mmap.mmap(fd, byte_size)
-        except BaseException:
-            os.unlink(path)
-            raise
+            try:
+                os.ftruncate(fd, byte_size)
+                if sealed:  # nobody can truncate it now, so the daemon can map it safely
+                    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+                self._map = mmap.mmap(fd, byte_size)
+            except BaseException:
+                if not sealed:
+                    os.unlink(SHM_DIR + self.key)
+                raise
+            self._bytes = np.frombuffer(self._map, np.uint8)
+            self._base = self._bytes.__array_interface__["data"][0]
+            self._used = 0
+            regions = client.regions
+            try:
+                client.stub.RegisterSharedMemory(xlacs_pb2.RegisterSharedMemoryRequest(
+                    session_id=regions.session(), name=self.name, key=self.key, offset=0, byte_size=byte_size),
+                    timeout=client.timeout)
+            except BaseException:
+                self.unlink()
+                raise
         finally:
-            os.close(fd)
-        self._bytes = np.frombuffer(self._map, np.uint8)
-        self._base = self._bytes.__array_interface__["data"][0]
-        self._used = 0
-        regions = client.regions
-        try:
-            client.stub.RegisterSharedMemory(xlacs_pb2.RegisterSharedMemoryRequest(
-                session_id=regions.session(), name=self.name, key=self.key, offset=0, byte_size=byte_size),
-                timeout=client.timeout)
-        except BaseException:
-            self.unlink()
-            raise
+            os.close(fd)  # the mappings (here and in the daemon) keep the object
         regions.open.append(self)
 
     def array(self, shape, dtype=np.float32) -> np.ndarray:
@@ -161,8 +173,9 @@ class SharedMemory:
             self.unlink()
 
     def unlink(self) -> None:
-        """Unlinks the object and unmaps it here (once no array views it)."""
-        os.unlink(SHM_DIR + self.key)
+        """Unlinks the object (a memfd has no name to unlink) and unmaps it here (once no array views it)."""
+        if not self.sealed:
+            os.unlink(SHM_DIR + self.key)
         self._bytes = None
         try:
             self._map.close()

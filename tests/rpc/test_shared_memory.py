@@ -3,6 +3,8 @@ outputs into one; every bad reference is INVALID_ARGUMENT naming its input or ou
 when the client unregisters it, when its session's call ends (the client closes its channel), and at shutdown;
 sessions are bounded by max_sessions and hold no gRPC thread."""
 import contextlib
+import fcntl
+import gc
 import os
 import secrets
 import socket
@@ -246,12 +248,118 @@ def test_bad_references_in_an_execute_name_the_input_or_output(client, executabl
 
 
 def test_an_object_shrunk_after_registration_is_refused_not_a_crash(client, executable):
-    with SharedMemory(client, 4 << 20) as shm:
+    with SharedMemory(client, 4 << 20, sealed=False) as shm:  # a POSIX object: anyone with access can shrink it
         x, y = shm.put(values(4)), shm.array(SHAPE)
         os.truncate(f"/dev/shm{shm.key}", 4096)
         assert "shrank to 4096 bytes" in refused(lambda: executable.execute({"x:0": x, "w:0": x}, out={"y:0": y}))
         os.truncate(f"/dev/shm{shm.key}", 4 << 20)
         executable.execute({"x:0": x, "w:0": x}, out={"y:0": y})
+
+
+@contextlib.contextmanager
+def held(daemon, session: str, name: str):
+    """Region `name` of the session as the daemon holds it, for as long as an Execute would."""
+    region = daemon.service.shared_memory.acquire(session, name, "test")
+    try:
+        yield region
+    finally:
+        daemon.service.shared_memory.release([region])
+
+
+def test_a_sealed_memfd_is_mapped_and_its_inputs_are_views(daemon, client, executable):
+    x, w = values(5), values(6)
+    with SharedMemory(client, 4 << 20) as shm:  # the default: a memfd sealed against shrinking
+        assert shm.key == f"/proc/{os.getpid()}/fd/" + shm.key.rsplit("/", 1)[1]
+        x_in, w_in, z = shm.put(x), shm.put(w), shm.array(SHAPE)
+        (y, z_out) = executable.execute({"x:0": x_in, "w:0": w_in}, out={"z:0": z})
+        assert z_out is z
+        np.testing.assert_array_equal(y, x * 2)
+        np.testing.assert_array_equal(z, x + w)
+        with held(daemon, client.regions.session_id, shm.name) as region:
+            assert region.mapped
+            tensor = xlacs_pb2.Tensor(name="x:0", dtype=dtypes.from_numpy(np.float32), shape=SHAPE)
+            tensor.shared_memory.CopyFrom(shm.ref(x_in))
+            with daemon.service.shared_memory.lease(client.regions.session_id) as lease:
+                view = lease.input(tensor)
+                assert not view.flags.writeable
+                x_in[0, 0] = 42  # the client's write shows in the daemon's input: a view, not a copy
+                assert view[0, 0] == 42
+                del view
+        assert mapped_memfd(shm.name)
+        del x_in, w_in, z, z_out  # the client's views of it
+        gc.collect()  # views caught in reference cycles (the assertions' frames) go with them
+    assert not mapped_memfd(shm.name), "closing the SharedMemory unmaps it in the daemon and the client"
+
+
+def mapped_memfd(name: str) -> bool:
+    """Whether this process (the tests' daemon and client) maps memfd `name`."""
+    with open("/proc/self/maps") as f:
+        return any(f"/memfd:{name} (deleted)" in line for line in f)
+
+
+@contextlib.contextmanager
+def memfd(name: str, size: int, seals: int = 0):
+    """A memfd made by hand, with `seals`: its /proc key."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    if seals:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    try:
+        yield f"/proc/{os.getpid()}/fd/{fd}", fd
+    finally:
+        os.close(fd)
+
+
+def test_a_memfd_without_the_shrink_seal_is_read_not_mapped(daemon, client, executable):
+    session = client.regions.session()
+    nbytes = int(np.prod(SHAPE)) * 4
+    with memfd(f"xlacs-test-{secrets.token_hex(4)}", 2 * nbytes, fcntl.F_SEAL_GROW) as (key, fd):
+        os.pwrite(fd, values(8).tobytes(), 0)
+        register(client, session, "unsealed", key, 0, 2 * nbytes)()
+        try:
+            with held(daemon, session, "unsealed") as region:
+                assert not region.mapped
+            ref = xlacs_pb2.SharedMemoryRef(region="unsealed", offset=0, byte_size=nbytes)
+            reply = client.stub.Execute(execute_request(executable, session, ref, ref, ref), timeout=60)
+            np.testing.assert_array_equal(np.frombuffer(reply.outputs[0].content, np.float32).reshape(SHAPE),
+                                          values(8) * 2)
+            z = np.frombuffer(os.pread(fd, nbytes, 0), np.float32).reshape(SHAPE)  # written with pwrite
+            np.testing.assert_array_equal(z, values(8) * 2)
+            os.ftruncate(fd, 4096)  # it can shrink: refused, not a crash
+            assert "shrank to 4096 bytes" in refused(lambda: client.stub.Execute(
+                execute_request(executable, session, ref, ref), timeout=60))
+        finally:
+            client.stub.UnregisterSharedMemory(xlacs_pb2.UnregisterSharedMemoryRequest(session_id=session,
+                                                                                     name="unsealed"))
+
+
+def test_bad_proc_paths_are_refused_naming_the_region(client, tmp_path):
+    session = client.regions.session()
+    pid = os.getpid()
+    seals = fcntl.F_SEAL_SHRINK
+    for key in (f"/proc/self/fd/0", f"/proc/{pid}/fd/../fd/0", f"/proc/{pid}/fd/", f"/proc/{pid}/fdinfo/1",
+                f"/proc/{pid}/root/dev/shm/x", f"/proc/{pid}/fd/1/x"):
+        assert "region 'r': key" in refused(register(client, session, "r", key)), key
+    file = open(tmp_path / "plain", "wb+")
+    file.truncate(8192)
+    read, write = os.pipe()
+    null = os.open("/dev/null", os.O_RDWR)
+    try:
+        with memfd("not-for-xlacs", 8192, seals) as (other, _), memfd("xlacs-test-small", 8192) as (small, _):
+            cases = [(f"/proc/{pid}/fd/{file.fileno()}", "is not a memfd made for xlacs"),
+                     (other, "is not a memfd made for xlacs"),
+                     (f"/proc/{pid}/fd/{read}", "is not a memfd made for xlacs"),
+                     (f"/proc/{pid}/fd/{null}", "is not a memfd made for xlacs"),
+                     (f"/proc/{pid}/fd/99999", "no process"),
+                     ("/proc/4294967295/fd/1", "no process"),
+                     (small, "fewer than offset + byte_size = 16384")]
+            for key, message in cases:
+                details = refused(register(client, session, "r", key, 0, 16384 if key == small else 4096))
+                assert details.startswith("region 'r'") and message in details, (key, details)
+    finally:
+        file.close()
+        os.close(read), os.close(write), os.close(null)
+    assert client.stats().shared_memory_regions == 0
 
 
 def test_an_object_that_shrinks_during_a_read_is_refused_not_a_crash(monkeypatch):

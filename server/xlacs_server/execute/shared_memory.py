@@ -1,15 +1,19 @@
 """Same-host shared memory (docs/data_plane.md, Shared memory): sessions and the regions registered under them.
 
-A region is part of a client's POSIX shared-memory object (/dev/shm/<key without its slash>), open in the
-daemon; an Execute reads inputs from it and writes outputs into it, so the tensors' bytes never travel through
-gRPC. The daemon never creates or unlinks the object: it opens it at RegisterSharedMemory and closes it at
+A region is part of a client's shared-memory object, open in the daemon; an Execute reads inputs from it and writes
+outputs into it, so the tensors' bytes never travel through gRPC. The object is a POSIX one (/dev/shm/<key without
+its slash>), read and written with pread and pwrite, or a memfd of the client's named by its descriptor
+(/proc/<pid>/fd/<fd>): one sealed against shrinking is mapped, its inputs read as views and its outputs written in
+place. The daemon never creates or unlinks the object: it opens it at RegisterSharedMemory and closes it at
 UnregisterSharedMemory, when the session's OpenSession call ends (the client closes it or goes away), or at
 shutdown. A region in use by an Execute is closed when that Execute is done with it.
 """
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import logging
+import mmap
 import os
 import re
 import secrets
@@ -27,6 +31,9 @@ log = logging.getLogger(__name__)
 SHM_DIR = "/dev/shm"  # where Linux keeps POSIX shared-memory objects: shm_open("/k") opens /dev/shm/k
 # shm_open's portable names: one leading slash and no other; a file name of at most 255 bytes.
 KEY = re.compile(r"/[A-Za-z0-9_.-]{1,255}")
+MEMFD_KEY = re.compile(r"/proc/([0-9]{1,10})/fd/([0-9]{1,10})")  # a client's memfd, by its descriptor
+WRITE_SEALS = fcntl.F_SEAL_WRITE | 0x10  # and F_SEAL_FUTURE_WRITE (Linux 5.1), which fcntl does not name
+MEMFD_PREFIX = "/memfd:xlacs"  # what /proc/<pid>/fd/<fd> of a memfd made for xlacs links to: memfd_create("xlacs…")
 REGION_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
 POLICIES = ("off", "local", "any")  # who may register regions (settings.shared_memory)
 _LOCAL_PEERS = re.compile(r"(unix:|unix-abstract:|ipv4:127\.|ipv6:(\[|%5B)::1(\]|%5D):)")
@@ -34,36 +41,30 @@ _LOCAL_PEERS = re.compile(r"(unix:|unix-abstract:|ipv4:127\.|ipv6:(\[|%5B)::1(\]
 
 @dataclasses.dataclass(eq=False)
 class Region:
-    """Bytes [offset, offset + byte_size) of one shared-memory object, open read-write. The daemon reads and
-    writes them with pread and pwrite, never through a mapping: a client may shrink its object at any time, and
-    touching a mapped page past the object's end would kill the daemon (SIGBUS), where a read only comes up short."""
+    """Bytes [offset, offset + byte_size) of one shared-memory object, open read-write. A memfd sealed against
+    shrinking (F_SEAL_SHRINK) is mapped: no one can truncate it, so no page of the mapping can vanish under the
+    daemon. Any other object is read and written with pread and pwrite, never through a mapping: its client may
+    shrink it at any time, and touching a mapped page past the object's end would kill the daemon (SIGBUS), where
+    a read only comes up short."""
     name: str
     key: str
     offset: int
     byte_size: int
     _fd: int = dataclasses.field(repr=False)
+    _map: mmap.mmap | None = dataclasses.field(default=None, repr=False)  # a sealed memfd's, from its offset's page
     users: int = 1  # its registration, plus each Execute using it now
 
     @classmethod
     def open(cls, name: str, key: str, offset: int, byte_size: int) -> "Region":
-        if not KEY.fullmatch(key) or key in ("/.", "/.."):
+        memfd = MEMFD_KEY.fullmatch(key)
+        if not memfd and (not KEY.fullmatch(key) or key in ("/.", "/..")):
             raise InvalidRequest(f"region {echoed(name)}: key {echoed(key)} is not a POSIX shared-memory name: "
-                                 "one leading slash, then 1 to 255 of A-Z a-z 0-9 _ . - (as shm_open takes it)",
-                                 region=name, key=key[:80])
+                                 "one leading slash, then 1 to 255 of A-Z a-z 0-9 _ . - (as shm_open takes it), "
+                                 "nor a memfd's /proc/<pid>/fd/<fd>", region=name, key=key[:80])
         if offset < 0 or byte_size <= 0:
             raise InvalidRequest(f"region {echoed(name)}: offset {offset} and byte_size {byte_size} must be >= 0 "
                                  "and > 0", region=name)
-        path = os.path.join(SHM_DIR, key[1:])
-        try:  # no symlinks: /dev/shm is writable by every user
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise InvalidRequest(f"region {echoed(name)}: no shared-memory object {echoed(key)} on the daemon's "
-                                 f"host ({path}); create it first, on the same host (or /dev/shm) as the daemon",
-                                 region=name, key=key) from None
-        except OSError as e:
-            raise InvalidRequest(f"region {echoed(name)}: the daemon (uid {os.getuid()}) cannot open "
-                                 f"{echoed(key)} read-write ({e.strerror}): give the object a mode that lets it",
-                                 region=name, key=key) from None
+        fd = _open_memfd(name, key, int(memfd[1])) if memfd else _open_shm(name, key)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -72,10 +73,25 @@ class Region:
             if info.st_size < offset + byte_size:
                 raise InvalidRequest(f"region {echoed(name)}: {echoed(key)} has {info.st_size} bytes, fewer than "
                                      f"offset + byte_size = {offset + byte_size}", region=name, key=key)
+            region = cls(name, key, offset, byte_size, fd)
+            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS) if memfd else 0
+            if seals & WRITE_SEALS:
+                raise InvalidRequest(f"region {echoed(name)}: memfd {echoed(key)} is sealed against writing: outputs "
+                                     "could not be written into it", region=name, key=key)
+            if seals & fcntl.F_SEAL_SHRINK and info.st_blksize == mmap.PAGESIZE:
+                # (not MFD_HUGETLB: a hole punched in one can fault SIGBUS.) Populated now: an Execute's first touch of
+                # each page would fault it in (0.85 s for 256 MiB under load)
+                start = offset - offset % mmap.ALLOCATIONGRANULARITY
+                region._map = mmap.mmap(fd, offset + byte_size - start, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                                        offset=start)
         except BaseException:
             os.close(fd)
             raise
-        return cls(name, key, offset, byte_size, fd)
+        return region
+
+    @property
+    def mapped(self) -> bool:
+        return self._map is not None
 
     def _at(self, ref, what: str, dtype: np.dtype, shape: tuple[int, ...]) -> int:
         """Where the array of `dtype` and `shape` at `ref` (a SharedMemoryRef into this region) starts in the
@@ -87,14 +103,25 @@ class Region:
         if ref.offset < 0 or ref.offset + ref.byte_size > self.byte_size:
             raise InvalidRequest(f"{what}: bytes [{ref.offset}, {ref.offset + ref.byte_size}) are not within region "
                                  f"{echoed(self.name)} of {self.byte_size} bytes")
-        size = os.fstat(self._fd).st_size
-        if size < self.offset + self.byte_size:
-            raise self._shrank(what, size)
+        if not self.mapped:  # a sealed memfd cannot shrink
+            size = os.fstat(self._fd).st_size
+            if size < self.offset + self.byte_size:
+                raise self._shrank(what, size)
         return self.offset + ref.offset
 
+    def _view(self, at: int, dtype: np.dtype, shape: tuple[int, ...], *, writable: bool) -> np.ndarray:
+        """The array of `dtype` and `shape` at byte `at` of the object, a view of the mapping."""
+        start = at - (self.offset - self.offset % mmap.ALLOCATIONGRANULARITY)
+        memory = memoryview(self._map)[start:start + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize]
+        return np.frombuffer(memory if writable else memory.toreadonly(), dtype).reshape(shape)
+
     def read(self, ref, what: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-        """A copy of the array at `ref`: one read from the object into the array's memory."""
-        at, array = self._at(ref, what, dtype, shape), np.empty(shape, dtype)
+        """The array at `ref`: a read-only view of a mapped region, else a copy, one read from the object into the
+        array's memory."""
+        at = self._at(ref, what, dtype, shape)
+        if self.mapped:
+            return self._view(at, dtype, shape, writable=False)
+        array = np.empty(shape, dtype)
         into = memoryview(array.reshape(-1).view(np.uint8))  # bytes of any dtype (bfloat16 has no buffer format)
         while into:
             done = os.preadv(self._fd, [into], at)
@@ -104,8 +131,11 @@ class Region:
         return array
 
     def write(self, ref, what: str, array: np.ndarray) -> None:
-        """`array`'s bytes at `ref`, if it has exactly their size."""
+        """`array`'s bytes at `ref`, if it has exactly their size: copied into the mapping, or one pwrite."""
         at = self._at(ref, what, array.dtype, array.shape)
+        if self.mapped:
+            np.copyto(self._view(at, array.dtype, array.shape, writable=True), array)
+            return
         data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
         while data:
             done = os.pwritev(self._fd, [data], at)
@@ -117,6 +147,54 @@ class Region:
 
     def close(self) -> None:
         os.close(self._fd)
+        if self.mapped:
+            try:
+                self._map.close()
+            except BufferError:  # an array still views it: the mapping goes with the last view
+                log.debug("region %s of %s unmapped when its last view goes", self.name, self.key)
+
+
+def _open_shm(name: str, key: str) -> int:
+    """A descriptor of POSIX shared-memory object `key`, open read-write."""
+    path = os.path.join(SHM_DIR, key[1:])
+    try:  # no symlinks: /dev/shm is writable by every user
+        return os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InvalidRequest(f"region {echoed(name)}: no shared-memory object {echoed(key)} on the daemon's "
+                             f"host ({path}); create it first, on the same host (or /dev/shm) as the daemon",
+                             region=name, key=key) from None
+    except OSError as e:
+        raise InvalidRequest(f"region {echoed(name)}: the daemon (uid {os.getuid()}) cannot open "
+                             f"{echoed(key)} read-write ({e.strerror}): give the object a mode that lets it",
+                             region=name, key=key) from None
+
+
+def _open_memfd(name: str, key: str, pid: int) -> int:
+    """A descriptor of the memfd at `key` (/proc/<pid>/fd/<fd>), open read-write. The link is first opened with
+    O_PATH, which opens nothing behind it (a device's open could act), and reopened read-write only once it is
+    known to be a memfd made for xlacs (one of another process of the daemon's user is not for its clients)."""
+    try:
+        path_fd = os.open(key, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InvalidRequest(f"region {echoed(name)}: no process {pid} with that descriptor on the daemon's host "
+                             f"({echoed(key)}); a client in another PID namespace (a container) registers a POSIX "
+                             "shared-memory object instead", region=name, key=key) from None
+    except OSError as e:
+        raise InvalidRequest(f"region {echoed(name)}: the daemon (uid {os.getuid()}) cannot open {echoed(key)} "
+                             f"({e.strerror}): a memfd is for a client of the daemon's user", region=name,
+                             key=key) from None
+    try:
+        own = f"/proc/self/fd/{path_fd}"
+        if not stat.S_ISREG(os.fstat(path_fd).st_mode) or not os.readlink(own).startswith(MEMFD_PREFIX):
+            raise InvalidRequest(f"region {echoed(name)}: {echoed(key)} is not a memfd made for xlacs (one created "
+                                 "as memfd_create('xlacs…'))", region=name, key=key)
+        try:
+            return os.open(own, os.O_RDWR | os.O_CLOEXEC)
+        except OSError as e:
+            raise InvalidRequest(f"region {echoed(name)}: the daemon cannot open {echoed(key)} read-write "
+                                 f"({e.strerror})", region=name, key=key) from None
+    finally:
+        os.close(path_fd)
 
 
 @dataclasses.dataclass(eq=False)
