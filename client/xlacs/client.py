@@ -88,14 +88,15 @@ class Executable:
         if not keep and not shared and all(isinstance(a, np.ndarray) for a in inputs.values()) and \
                 streaming.moved_bytes(inputs, self._output_bytes) >= streaming.STREAM_BYTES:
             return self._streamed(inputs)
-        request = xlacs_pb2.ExecuteRequest(
-            executable_id=self.id, session_id=regions.session_id if shared else "",
-            outputs=[*resident.output_requests(self.output_names, keep, ttl_s),
-                     *regions.output_requests(out, self.output_names)])
+        request = xlacs_pb2.ExecuteRequest(executable_id=self.id)
+        if keep or shared:  # the usual call asks nothing of its outputs and names no session
+            request.session_id = regions.session_id if shared else ""
+            request.outputs.extend([*resident.output_requests(self.output_names, keep, ttl_s),
+                                    *regions.output_requests(out, self.output_names)])
         for name, a in inputs.items():
             tensor = request.inputs.add()
             try:
-                if not regions.fill_input(tensor, name, a):
+                if not (shared and regions.fill_input(tensor, name, a)):
                     resident.fill_input(tensor, name, a)
             except dtypes.UnsupportedDType as e:
                 raise dtypes.UnsupportedDType(f"input {name!r} has {e}") from None

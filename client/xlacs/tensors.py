@@ -50,7 +50,7 @@ def _layout(tensor: xlacs_pb2.Tensor, what: str) -> tuple[np.dtype, tuple[int, .
     except dtypes.UnsupportedDType as e:
         raise dtypes.UnsupportedDType(f"{what} {tensor.name!r} has {e}") from None
     shape = tuple(tensor.shape)
-    if any(d < 0 for d in shape):
+    if shape and min(shape) < 0:
         raise ValueError(f"{what} {tensor.name!r} has a negative dimension in shape {list(shape)}")
     return dtype, shape, math.prod(shape) * dtype.itemsize
 

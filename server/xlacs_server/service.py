@@ -488,7 +488,7 @@ class CompilationService:
         (execute/resident.py); the outputs named in `keep` (name -> time to live, 0 for the default) stay on the
         device, returned as ResidentTensors."""
         loaded = self.loaded(executable_id)
-        positions = frozenset(kept(loaded, keep or {}))
+        positions = frozenset(kept(loaded, keep)) if keep else frozenset()
         size = sum(a.nbytes for a in inputs.values() if isinstance(a, np.ndarray))  # not the resident ones
         self.check_input_bytes(size)
         executable = loaded.executable

@@ -69,3 +69,32 @@ def test_concurrent_executes_are_counted_exactly(switching_before_stores):
     # Every Execute, and the GetStats after them, which counts itself before it answers.
     assert (after.executes - before.executes, after.errors - before.errors, requests) == \
         (THREADS * CALLS, THREADS * FAILING, THREADS * (CALLS + FAILING) + 1)
+
+
+def test_concurrent_executes_leave_the_execute_metrics_and_slots_as_they_found_them(switching_before_stores):
+    # Each call that reaches the program is timed once (xlacs_execute_seconds) and counted in flight while it runs,
+    # whether it returns outputs or fails the input checks (a wrong shape); when all are done, nothing is in
+    # flight. One slot: a call that kept it would leave every later call waiting until its deadline.
+    with running(max_concurrent_executes=1, execute_queue=THREADS, workers=THREADS + 16) as server, \
+            Client(server.address, timeout=300) as client:
+        graph, feeds, fetches = double_graph()
+        executable = client.compile(graph, feeds, fetches)
+        x, wrong = np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros((3, 2), np.float32)
+        metrics = registry_for(server.service)
+        seconds = metrics.get_sample_value("xlacs_execute_seconds_count", {"device": "cpu:0"}) or 0
+
+        def calls(_):
+            for _ in range(20):
+                np.testing.assert_array_equal(executable(x)[0], x * 2)
+                with pytest.raises(grpc.RpcError) as e:
+                    executable(wrong)
+                assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "expected" in e.value.details()
+        with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+            list(pool.map(calls, range(THREADS)))
+
+        timed = metrics.get_sample_value("xlacs_execute_seconds_count", {"device": "cpu:0"}) - seconds
+        running_now = metrics.get_sample_value("xlacs_in_flight", {"device": "cpu:0", "activity": "execute"})
+        admitted = metrics.get_sample_value("xlacs_calls_in_flight", {"rpc": "Execute"})
+        np.testing.assert_array_equal(executable(x)[0], x * 2)  # the slot is free
+    assert timed == THREADS * 20 * 2
+    assert (running_now, admitted) == (0, 0)

@@ -83,6 +83,18 @@ def test_execute_wrong_dtype_and_shape(client):
     np.testing.assert_array_equal(executable(np.ones((2, 3), np.float32))[0], np.full((2, 3), 2, np.float32))
 
 
+def test_execute_unknown_and_missing_inputs_are_named(client):
+    executable = client.compile(add_graph(), {"x:0": ("float32", [2, 3])}, ["y:0"])
+    with pytest.raises(grpc.RpcError) as e:
+        executable.execute({"z:0": np.zeros((2, 3), np.float32)})
+    code, details = code_and_details(e)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "takes inputs ['x:0']; unknown: ['z:0'], missing: ['x:0']" in details
+    with pytest.raises(grpc.RpcError) as e:
+        executable.execute({})
+    assert "unknown: [], missing: ['x:0']" in e.value.details()
+
+
 def test_unknown_executable_id(client):
     with pytest.raises(grpc.RpcError) as e:
         client.stub.Execute(__import__("xlacs.v1.xlacs_pb2", fromlist=["x"]).ExecuteRequest(executable_id="nope-123"))

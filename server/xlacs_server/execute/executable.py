@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 
@@ -85,13 +86,16 @@ class LoadedExecutable:
     inputs: list[TensorSig]
     outputs: list[TensorSig]
 
+    @functools.cached_property
+    def input_names(self) -> frozenset[str]:
+        return frozenset(s.name for s in self.inputs)
+
     def check_inputs(self, given: dict[str, np.ndarray | jax.Array]) -> list[np.ndarray | jax.Array]:
         """The inputs in signature order, after checking names, dtypes and shapes (a jax.Array is a resident
         tensor's, execute/resident.py)."""
-        expected = {s.name for s in self.inputs}
-        unknown = sorted(set(given) - expected)
-        missing = sorted(expected - set(given))
-        if unknown or missing:
+        expected = self.input_names
+        if given.keys() != expected:
+            unknown, missing = sorted(given.keys() - expected), sorted(expected - given.keys())
             raise InvalidRequest(f"executable {self.id} takes inputs {sorted(expected)}; "
                                  f"unknown: {unknown}, missing: {missing}")
         ordered = []

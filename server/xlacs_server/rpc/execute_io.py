@@ -45,7 +45,7 @@ def response(executable: Executable, outputs: list, execute_ms: float,
              targets: dict[str, Target]) -> xlacs_pb2.ExecuteResponse:
     """The outputs of an Execute, each whole, in fetch order; those of `targets` written into shared memory."""
     reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms)
-    unknown = sorted(set(targets) - {s.name for s in executable.outputs})
+    unknown = sorted(set(targets) - {s.name for s in executable.outputs}) if targets else ()
     if unknown:
         raise InvalidRequest(f"output {unknown[0]!r} is not an output of the executable; its outputs are "
                              f"{[s.name for s in executable.outputs]}")

@@ -46,18 +46,18 @@ class Call:
     def slot(self):
         """Holds one of the gate's slots for the costly part of the work (an XLA compile, an execution);
         waits for one first, leaving the queue when the call must stop. The wait is xlacs_queue_seconds."""
-        start = time.perf_counter()
-        while not self.gate.slots_free.acquire(timeout=SLOT_POLL_S):
-            self.checkpoint(f"a {self.gate.rpc} slot was free")
-        self.gate.queue_seconds.observe(time.perf_counter() - start)
-        with self.gate._lock:
-            self.gate.holders[id(self)] = time.monotonic()
+        gate, start = self.gate, time.perf_counter()
+        if not gate.slots_free.acquire(blocking=False):  # a free slot is taken without the clock of a timed wait
+            while not gate.slots_free.acquire(timeout=SLOT_POLL_S):
+                self.checkpoint(f"a {gate.rpc} slot was free")
+        gate.queue_seconds.observe(time.perf_counter() - start)
+        key = id(self)
+        gate.holders[key] = time.monotonic()  # a dict's item set and del are atomic: no lock
         try:
             yield
         finally:
-            with self.gate._lock:
-                del self.gate.holders[id(self)]
-            self.gate.slots_free.release()
+            del gate.holders[key]
+            gate.slots_free.release()
 
 
 class Gate:
@@ -122,8 +122,7 @@ class Gate:
     def held_past(self, seconds: float) -> int:
         """How many slots are held by calls that have held them longer than `seconds`."""
         now = time.monotonic()
-        with self._lock:
-            return sum(now - since > seconds for since in self.holders.values())
+        return sum(now - since > seconds for since in list(self.holders.values()))
 
     def _release(self, _) -> None:
         with self._lock:
