@@ -202,7 +202,7 @@ KERAS_OPTIMIZERS = {
 @pytest.mark.parametrize("name", KERAS_OPTIMIZERS)
 def test_keras_training_step_matches_tensorflow(client, name):
     """A Keras classifier's tf.function training step with optimizer.apply_gradients (Keras 3 writes its updates
-    as Assign*VariableOp, not ResourceApply*): 30 steps through xlacs, the losses and every variable (weights,
+    as Assign*VariableOp, not ResourceApply*): 100 steps through xlacs, the losses and every variable (weights,
     slots, the iteration count) as TF's after the same steps."""
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(3)])
@@ -222,7 +222,7 @@ def test_keras_training_step_matches_tensorflow(client, name):
     executable = client.compile(data, {feeds[0]: (np.float32, (16, 4)), feeds[1]: (np.int32, (16,)), **declared},
                                 fetches)
     by_input = {"variables/" + name.rsplit(":", 1)[0]: var for name, (_, var) in captured.items()}
-    batches = classification_batches(30)
+    batches = classification_batches(100)
     initial = {n: v.numpy() for n, v in by_input.items()}
     losses, state = train_in_xlacs(executable, feeds, initial, batches)
     want_losses = [float(step(tf.constant(x), tf.constant(y))) for x, y in batches]
