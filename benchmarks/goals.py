@@ -356,9 +356,9 @@ def _why_transfer(results: dict, g: Goal) -> str:
 def _why_shared_memory(results: dict, g: Goal) -> str:
     r = results["shared_memory"]
     return (f"The call sends no tensor bytes over gRPC ({r['request_bytes_per_shared_call']:.0f} request bytes a "
-            "call) and the input is read in place; what is left is the program, most of it XLA:CPU's fresh 256 MiB "
-            "output buffer faulting in page by page (less with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 in the "
-            "daemon's environment), and the output's one copy into the region (docs/data_plane.md, Shared memory).")
+            "call) and the input is read in place (a sealed memfd, mapped); what is left is the program, most of it "
+            "XLA:CPU's fresh 256 MiB output buffer faulting in (2 MiB at a time with the default malloc_tunables, "
+            "glibc.malloc.hugetlb=1), and the output's one copy into the region (docs/data_plane.md, Shared memory).")
 
 
 def _why_digest(results: dict, g: Goal) -> str:

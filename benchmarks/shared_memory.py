@@ -20,8 +20,9 @@ from xlacs import SharedMemory
 SHARED, WIRE = "xlacs Execute, shared memory", "xlacs Execute, bytes over gRPC"
 POSIX = "xlacs Execute, shared memory in a POSIX object"  # not sealed: read and written with system calls
 NBYTES = 256 * models.MB
-# glibc's malloc asks for transparent huge pages: XLA's output buffers, fresh each call, then fault in 2 MiB at a time
-HUGE_PAGES = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
+# glibc's malloc without transparent huge pages (settings.malloc_tunables asks for them by default): XLA's output
+# buffers, fresh each call, then fault in 4 KiB at a time
+GLIBC_DEFAULTS = "XLACS_MALLOC_TUNABLES="
 
 
 def measure(client, seconds: float, nbytes: int = NBYTES, wire: bool = True) -> dict:
@@ -50,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10, help="per way, in 5 interleaved turns")
     parser.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
-                        help=f"in the daemon's environment, e.g. {HUGE_PAGES} (docs/data_plane.md)")
+                        help=f"in the daemon's environment, e.g. {GLIBC_DEFAULTS} (docs/data_plane.md)")
     parser.add_argument("--no-wire", action="store_true", help="leave out the call with the bytes over gRPC")
     args = parser.parse_args()
     server = ServeProcess(pathlib.Path(tempfile.mkdtemp(prefix="xlacs-bench-")),

@@ -65,6 +65,11 @@ class Settings:
     shared_memory: str = "local"
     max_sessions: int = 64
     max_session_regions: int = 64
+    # glibc's malloc tunables `xlacs serve` runs with (GLIBC_TUNABLES, read only when a process starts: serve
+    # re-executes itself with them when its environment lacks them; "" for none). hugetlb=1 has malloc ask for
+    # transparent huge pages, so XLA:CPU's fresh output buffers fault in 2 MiB at a time: 256 MiB in and out through
+    # shared memory 215 -> 79-114 ms at load 4, the daemon's RSS after four compiles no higher (docs/data_plane.md).
+    malloc_tunables: str = "glibc.malloc.hugetlb=1"
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
     # XLA debug options set on every compile, `name=value`; checked at start and part of the cache key
     # (compile/xla_options.py). XLA_FLAGS in the environment is checked at start too. The default turns XLA:CPU's

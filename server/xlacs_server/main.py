@@ -3,6 +3,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 import threading
 
 from xlacs_server import metrics
@@ -30,6 +31,20 @@ def settings_from_args(args) -> Settings:
                              tls_key_file=args.tls_key_file, tls_client_ca_file=args.tls_client_ca_file)
 
 
+def with_malloc_tunables(tunables: str) -> None:
+    """Re-executes this process, as it was started, with glibc's `tunables` (settings.malloc_tunables) added to
+    GLIBC_TUNABLES if any is missing there (one named there already keeps its value): glibc reads them only when
+    a process starts. The process re-executed has the setting empty: glibc may cut GLIBC_TUNABLES short in its
+    environment as it parses it, and that must not look like tunables still missing."""
+    present = [t for t in os.environ.get("GLIBC_TUNABLES", "").split(":") if t]
+    named = {t.split("=", 1)[0] for t in present}
+    missing = [t for t in tunables.split(":") if t and t.split("=", 1)[0] not in named]
+    if missing:
+        os.environ["GLIBC_TUNABLES"] = ":".join(present + missing)
+        os.environ["XLACS_MALLOC_TUNABLES"] = ""
+        os.execv(sys.executable, sys.orig_argv)
+
+
 def serve(args) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Handlers first: a SIGTERM that arrives while JAX starts stops the daemon cleanly once it is up.
@@ -37,6 +52,7 @@ def serve(args) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     settings = settings_from_args(args)
+    with_malloc_tunables(settings.malloc_tunables)
     try:
         xla_options.check_xla_flags()  # before this process starts XLA, which aborts on a bad flag
         service = CompilationService(settings)
