@@ -66,7 +66,7 @@ def test_tiny_round_trip_and_transfer_render_as_goals(client, peer_processes):
         results["transfer"] = transport.transfer(client, raw, [1], seconds=0.2)
     finally:
         raw.stop()
-    assert set(results["transfer"]) == {"input 1 MB", "output 1 MB"}
+    assert set(results["transfer"]) == {"input 1 MB", "output 1 MB", "in and out 1 MB"}
     for peers in results["transfer"].values():
         assert peers[transport.RAW]["gb_per_s"] > 0 and peers[execute_latency.XLACS]["gb_per_s"] > 0
     by_key = {g.key: g for g in goals.evaluate(results)}
