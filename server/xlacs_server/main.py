@@ -31,6 +31,9 @@ def settings_from_args(args) -> Settings:
                              tls_key_file=args.tls_key_file, tls_client_ca_file=args.tls_client_ca_file)
 
 
+SIGNAL_POLL_S = 0.2  # how soon the main thread notices a signal another thread received
+
+
 def with_malloc_tunables(tunables: str) -> None:
     """Re-executes this process, as it was started, with glibc's `tunables` (settings.malloc_tunables) added to
     GLIBC_TUNABLES if any is missing there (one named there already keeps its value): glibc reads them only when
@@ -70,7 +73,10 @@ def serve(args) -> None:
     http.start()
     log.info("xlacs serving gRPC on %s:%d and the dashboard on http://%s:%d; devices: %s", settings.host, port,
              settings.host, http.port, ", ".join(f"{d.name} ({d.kind})" for d in service.devices.all))
-    stop.wait()
+    # Timed waits: the kernel may hand SIGTERM to any of the daemon's threads, and Python runs the handler only when
+    # the main thread next runs bytecode; an untimed wait would sleep through it (a SIGTERM lost this way in CI).
+    while not stop.wait(SIGNAL_POLL_S):
+        pass
     log.info("shutting down: no new calls; %d call(s) in flight get up to %g s to finish",
              metrics.calls_in_flight(), settings.shutdown_grace_s)
     health.enter_graceful_shutdown()
