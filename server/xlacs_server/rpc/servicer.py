@@ -56,7 +56,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                                          graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
     def Execute(self, request, context):
-        with self.service.shared_memory.lease(request.session_id) as lease:  # its regions stay mapped until done
+        with self.service.shared_memory.lease(request.session_id) as lease:  # its regions stay open until it is done
             inputs, keep = execute_io.inputs(request, self.service.resident, lease), execute_io.kept(request)
             targets = execute_io.output_targets(request, lease)
             return execute_io.response(*self.gates.execute.run(
