@@ -167,6 +167,12 @@ class UnknownHandle(NotFound):
                          handle=handle[:ECHO_CHARS])
 
 
+class Unavailable(XlacsError):
+    """What the call needs is not ready, and may be later: a served model that is loading, unloading or failed to
+    load (its reason says which). The client may retry."""
+    code = grpc.StatusCode.UNAVAILABLE
+
+
 class DeviceUnavailable(XlacsError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from xlacs.v1 import tf_graph_pb2
@@ -12,12 +13,15 @@ from xlacs.v1 import tf_graph_pb2
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_generated_stubs_are_fresh(tmp_path):
+@pytest.mark.parametrize("package, committed", [("xlacs/v1", ROOT / "client" / "xlacs" / "v1"),
+                                                 ("xlacs_server/inference/v2",
+                                                  ROOT / "server" / "xlacs_server" / "inference" / "v2")])
+def test_generated_stubs_are_fresh(tmp_path, package, committed):
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_protos.py"), str(tmp_path)], check=True)
-    committed = ROOT / "client" / "xlacs" / "v1"
-    names = sorted(p.name for p in tmp_path.iterdir())
+    generated = tmp_path / package
+    names = sorted(p.name for p in generated.iterdir())
     assert names == sorted(p.name for p in committed.iterdir() if p.is_file())
-    stale = [n for n in names if not filecmp.cmp(tmp_path / n, committed / n, shallow=False)]
+    stale = [n for n in names if not filecmp.cmp(generated / n, committed / n, shallow=False)]
     assert not stale, f"run scripts/gen_protos.py: {stale} are stale"
 
 

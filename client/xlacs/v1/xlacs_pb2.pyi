@@ -183,16 +183,18 @@ class CompileResponse(_message.Message):
     def __init__(self, executable_id: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., cache: _Optional[str] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ..., graph_dumps: _Optional[_Iterable[_Union[GraphDump, _Mapping]]] = ...) -> None: ...
 
 class ExecuteRequest(_message.Message):
-    __slots__ = ("executable_id", "inputs", "outputs", "session_id")
+    __slots__ = ("executable_id", "inputs", "outputs", "session_id", "state_id")
     EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_ID_FIELD_NUMBER: _ClassVar[int]
     executable_id: str
     inputs: _containers.RepeatedCompositeFieldContainer[Tensor]
     outputs: _containers.RepeatedCompositeFieldContainer[OutputRequest]
     session_id: str
-    def __init__(self, executable_id: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[OutputRequest, _Mapping]]] = ..., session_id: _Optional[str] = ...) -> None: ...
+    state_id: str
+    def __init__(self, executable_id: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[OutputRequest, _Mapping]]] = ..., session_id: _Optional[str] = ..., state_id: _Optional[str] = ...) -> None: ...
 
 class OutputRequest(_message.Message):
     __slots__ = ("name", "shared_memory", "keep", "ttl_s")
@@ -418,7 +420,7 @@ class Device(_message.Message):
     def __init__(self, name: _Optional[str] = ..., platform: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class Stats(_message.Message):
-    __slots__ = ("tiers", "compiles", "executes", "errors", "uptime_s", "devices", "version", "blob_tiers", "received_bytes", "upload_saved_bytes", "bucket_compiles", "padding_elements", "padded_elements", "resident_tensors", "resident_bytes", "shared_memory_regions", "shared_memory_bytes")
+    __slots__ = ("tiers", "compiles", "executes", "errors", "uptime_s", "devices", "version", "blob_tiers", "received_bytes", "upload_saved_bytes", "bucket_compiles", "padding_elements", "padded_elements", "resident_tensors", "resident_bytes", "shared_memory_regions", "shared_memory_bytes", "states", "state_bytes")
     class ReceivedBytesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -443,6 +445,8 @@ class Stats(_message.Message):
     RESIDENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     SHARED_MEMORY_REGIONS_FIELD_NUMBER: _ClassVar[int]
     SHARED_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    STATE_BYTES_FIELD_NUMBER: _ClassVar[int]
     tiers: _containers.RepeatedCompositeFieldContainer[TierStats]
     compiles: int
     executes: int
@@ -460,7 +464,9 @@ class Stats(_message.Message):
     resident_bytes: int
     shared_memory_regions: int
     shared_memory_bytes: int
-    def __init__(self, tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., compiles: _Optional[int] = ..., executes: _Optional[int] = ..., errors: _Optional[int] = ..., uptime_s: _Optional[float] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., version: _Optional[str] = ..., blob_tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., received_bytes: _Optional[_Mapping[str, int]] = ..., upload_saved_bytes: _Optional[int] = ..., bucket_compiles: _Optional[int] = ..., padding_elements: _Optional[int] = ..., padded_elements: _Optional[int] = ..., resident_tensors: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., shared_memory_regions: _Optional[int] = ..., shared_memory_bytes: _Optional[int] = ...) -> None: ...
+    states: int
+    state_bytes: int
+    def __init__(self, tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., compiles: _Optional[int] = ..., executes: _Optional[int] = ..., errors: _Optional[int] = ..., uptime_s: _Optional[float] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., version: _Optional[str] = ..., blob_tiers: _Optional[_Iterable[_Union[TierStats, _Mapping]]] = ..., received_bytes: _Optional[_Mapping[str, int]] = ..., upload_saved_bytes: _Optional[int] = ..., bucket_compiles: _Optional[int] = ..., padding_elements: _Optional[int] = ..., padded_elements: _Optional[int] = ..., resident_tensors: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., shared_memory_regions: _Optional[int] = ..., shared_memory_bytes: _Optional[int] = ..., states: _Optional[int] = ..., state_bytes: _Optional[int] = ...) -> None: ...
 
 class GetExecutableRequest(_message.Message):
     __slots__ = ("executable_id",)
@@ -498,3 +504,47 @@ class ExecutableInfo(_message.Message):
     created_unix: float
     last_used_unix: float
     def __init__(self, executable_id: _Optional[str] = ..., graph_name: _Optional[str] = ..., device: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ..., size_bytes: _Optional[int] = ..., hits: _Optional[int] = ..., created_unix: _Optional[float] = ..., last_used_unix: _Optional[float] = ...) -> None: ...
+
+class CreateStateRequest(_message.Message):
+    __slots__ = ("variables", "device")
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    variables: _containers.RepeatedCompositeFieldContainer[Tensor]
+    device: str
+    def __init__(self, variables: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., device: _Optional[str] = ...) -> None: ...
+
+class CreateStateResponse(_message.Message):
+    __slots__ = ("state_id", "variables", "bytes")
+    STATE_ID_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    state_id: str
+    variables: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    bytes: int
+    def __init__(self, state_id: _Optional[str] = ..., variables: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class ReadVariablesRequest(_message.Message):
+    __slots__ = ("state_id", "names")
+    STATE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    state_id: str
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, state_id: _Optional[str] = ..., names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReadVariablesResponse(_message.Message):
+    __slots__ = ("variables",)
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    variables: _containers.RepeatedCompositeFieldContainer[Tensor]
+    def __init__(self, variables: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ...) -> None: ...
+
+class DeleteStateRequest(_message.Message):
+    __slots__ = ("state_id",)
+    STATE_ID_FIELD_NUMBER: _ClassVar[int]
+    state_id: str
+    def __init__(self, state_id: _Optional[str] = ...) -> None: ...
+
+class DeleteStateResponse(_message.Message):
+    __slots__ = ("freed_bytes",)
+    FREED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    freed_bytes: int
+    def __init__(self, freed_bytes: _Optional[int] = ...) -> None: ...

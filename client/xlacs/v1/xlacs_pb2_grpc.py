@@ -109,6 +109,21 @@ class CompilerStub:
                 request_serializer=xlacs_dot_v1_dot_xlacs__pb2.DownloadExecutableRequest.SerializeToString,
                 response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.ExecutableDownload.FromString,
                 _registered_method=True)
+        self.CreateState = channel.unary_unary(
+                '/xlacs.v1.Compiler/CreateState',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.CreateStateRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.CreateStateResponse.FromString,
+                _registered_method=True)
+        self.ReadVariables = channel.unary_unary(
+                '/xlacs.v1.Compiler/ReadVariables',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.ReadVariablesRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.ReadVariablesResponse.FromString,
+                _registered_method=True)
+        self.DeleteState = channel.unary_unary(
+                '/xlacs.v1.Compiler/DeleteState',
+                request_serializer=xlacs_dot_v1_dot_xlacs__pb2.DeleteStateRequest.SerializeToString,
+                response_deserializer=xlacs_dot_v1_dot_xlacs__pb2.DeleteStateResponse.FromString,
+                _registered_method=True)
 
 
 class CompilerServicer:
@@ -227,6 +242,27 @@ class CompilerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateState(self, request, context):
+        """Variable state on the daemon (docs/training.md): resource variables that live on the device between Executes.
+        An Execute naming a state takes the executable's variable inputs from it, and the values the run assigns replace
+        them in place; two Executes on one state never interleave.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadVariables(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CompilerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -304,6 +340,21 @@ def add_CompilerServicer_to_server(servicer, server):
                     servicer.DownloadExecutable,
                     request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.DownloadExecutableRequest.FromString,
                     response_serializer=xlacs_dot_v1_dot_xlacs__pb2.ExecutableDownload.SerializeToString,
+            ),
+            'CreateState': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateState,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.CreateStateRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.CreateStateResponse.SerializeToString,
+            ),
+            'ReadVariables': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadVariables,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.ReadVariablesRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.ReadVariablesResponse.SerializeToString,
+            ),
+            'DeleteState': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteState,
+                    request_deserializer=xlacs_dot_v1_dot_xlacs__pb2.DeleteStateRequest.FromString,
+                    response_serializer=xlacs_dot_v1_dot_xlacs__pb2.DeleteStateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -711,6 +762,87 @@ class Compiler:
             '/xlacs.v1.Compiler/DownloadExecutable',
             xlacs_dot_v1_dot_xlacs__pb2.DownloadExecutableRequest.SerializeToString,
             xlacs_dot_v1_dot_xlacs__pb2.ExecutableDownload.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xlacs.v1.Compiler/CreateState',
+            xlacs_dot_v1_dot_xlacs__pb2.CreateStateRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.CreateStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadVariables(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xlacs.v1.Compiler/ReadVariables',
+            xlacs_dot_v1_dot_xlacs__pb2.ReadVariablesRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.ReadVariablesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xlacs.v1.Compiler/DeleteState',
+            xlacs_dot_v1_dot_xlacs__pb2.DeleteStateRequest.SerializeToString,
+            xlacs_dot_v1_dot_xlacs__pb2.DeleteStateResponse.FromString,
             options,
             channel_credentials,
             insecure,
