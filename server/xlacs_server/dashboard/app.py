@@ -30,6 +30,7 @@ PAGES: list[tuple[str, str, Callable]] = [
     ("/executables",                 "/api/executables",                  views.executables),
     ("/executables/{key}",           "/api/executables/{key}",            views.executable),
     ("/errors",                      "/api/errors",                       views.errors),
+    ("/models",                      "/api/models",                       views.served_models),
 ]
 DOWNLOADS: list[tuple[str, Callable]] = [
     ("/api/executables/{key}/stablehlo",                                  views.stablehlo_text),
@@ -39,7 +40,7 @@ DOWNLOADS: list[tuple[str, Callable]] = [
 NOT_CACHED = "No executable with this cache key is in the memory cache"
 BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 NAV = [("/", "Overview"), ("/ops", "Registered ops"), ("/cache", "Cache"), ("/executables", "Executables"),
-       ("/errors", "Recent errors")]
+       ("/errors", "Recent errors"), ("/models", "Models")]
 
 
 def create_app(service, *, refresh_s: float = 2.0) -> FastAPI:

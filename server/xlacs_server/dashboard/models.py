@@ -202,6 +202,40 @@ class Errors(BaseModel):
     errors: list[Error]
 
 
+class BatchSize(BaseModel):
+    batch_size: int = Field(description="rows of a run of the executable (the dynamic batcher merges requests)")
+    executions: int
+    mean_compute_s: float
+
+
+class ModelVersion(BaseModel):
+    """One version of a model of the repository (docs/model_repository.md) and what it answered; a version no load
+    was tried for (outside its model's version policy) has only its name, version, state and reason."""
+    name: str
+    version: str
+    state: str = Field(description="LOADING, READY, UNAVAILABLE or UNLOADING, as Triton says")
+    reason: str = Field(description="why the version is UNAVAILABLE (its load error); empty otherwise")
+    platform: str | None = Field(None, description="tensorflow_savedmodel or tensorflow_graphdef")
+    max_batch_size: int | None = None
+    requests: int = Field(0, description="inference requests answered")
+    failures: int = Field(0, description="inference requests failed")
+    last_error: str = Field("", description="the message of the latest failed request")
+    last_inference_unix: float | None = None
+    inference_count: int = Field(0, description="rows answered, as Triton counts inferences")
+    execution_count: int = Field(0, description="runs of the executable")
+    latency_p50_s: float | None = Field(None, description="over the last answered requests (queue and compute)")
+    latency_p99_s: float | None = None
+    mean_queue_s: float | None = Field(None, description="waiting for the dynamic batcher or an execute slot")
+    mean_compute_s: float | None = Field(None, description="running the executable, per request")
+    batch_sizes: list[BatchSize] = []
+
+
+class ServedModels(BaseModel):
+    repository: str = Field(description="the model repository's directory; empty: the daemon serves none")
+    ready: bool = Field(description="the initial load ended (every model tried)")
+    versions: list[ModelVersion]
+
+
 class Health(BaseModel):
     status: str
 

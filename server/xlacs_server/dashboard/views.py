@@ -11,6 +11,7 @@ import jax
 import jaxlib
 from fastapi import Depends, HTTPException, Path, Query, Request
 
+from xlacs_server import errors as xlacs_errors
 from xlacs_server import metrics, version
 from xlacs_server.dashboard import models
 from xlacs_server.dashboard.sampler import Sampler, hit_rates, rate
@@ -181,3 +182,35 @@ def errors(dash: Dash) -> models.Errors:
     return models.Errors(total=counters.errors, errors=[
         models.Error(time_unix=e["time"], request_id=e.get("request_id"), method=e["method"], code=e["code"],
                      message=e["message"]) for e in list(counters.recent_errors)])
+
+
+def served_models(dash: Dash) -> models.ServedModels:
+    repository = dash.service.models
+    return models.ServedModels(repository=dash.service.settings.model_repository, ready=repository.ready,
+                               versions=[_model_version(repository, v) for v in repository.index()])
+
+
+def _model_version(repository, status) -> models.ModelVersion:
+    """A version of the index with its statistics; a version no load was tried for (outside its model's version
+    policy) has none."""
+    try:
+        served = repository.model(status.name, status.version)
+    except xlacs_errors.NotFound:
+        return models.ModelVersion(name=status.name, version=status.version, state=status.state, reason=status.reason)
+    s = served.statistics.snapshot()
+    infer, quantiles = s["inference_stats"], served.statistics.latency_quantiles() or {}
+    return models.ModelVersion(
+        name=status.name, version=status.version, state=status.state, reason=status.reason,
+        platform=served.platform, max_batch_size=served.max_batch_size,
+        requests=infer["success"]["count"], failures=infer["fail"]["count"], last_error=served.statistics.last_error,
+        last_inference_unix=s["last_inference"] / 1e3 or None, inference_count=s["inference_count"],
+        execution_count=s["execution_count"], latency_p50_s=quantiles.get("p50"),
+        latency_p99_s=quantiles.get("p99"), mean_queue_s=_mean_s(infer["queue"]),
+        mean_compute_s=_mean_s(infer["compute_infer"]),
+        batch_sizes=[models.BatchSize(batch_size=b["batch_size"], executions=b["compute_infer"]["count"],
+                                      mean_compute_s=_mean_s(b["compute_infer"])) for b in s["batch_stats"]])
+
+
+def _mean_s(duration: dict[str, int]) -> float | None:
+    """The mean seconds of a Triton StatisticDuration; None before any count."""
+    return duration["ns"] / duration["count"] / 1e9 if duration["count"] else None
