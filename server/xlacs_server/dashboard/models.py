@@ -209,10 +209,10 @@ class BatchSize(BaseModel):
 
 
 class ModelVersion(BaseModel):
-    """One version of a model of the repository (docs/model_repository.md) and what it answered; a version no load
-    was tried for (outside its model's version policy) has only its name, version, state and reason."""
+    """One version of a model of the repository (docs/model_repository.md) and what it answered; a model that failed
+    before any version (its config) or was unloaded has only its name, state and reason."""
     name: str
-    version: str
+    version: str = Field(description="empty for a model without a version to show")
     state: str = Field(description="LOADING, READY, UNAVAILABLE or UNLOADING, as Triton says")
     reason: str = Field(description="why the version is UNAVAILABLE (its load error); empty otherwise")
     platform: str | None = Field(None, description="tensorflow_savedmodel or tensorflow_graphdef")

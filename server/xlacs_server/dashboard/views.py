@@ -191,12 +191,16 @@ def served_models(dash: Dash) -> models.ServedModels:
 
 
 def _model_version(repository, status) -> models.ModelVersion:
-    """A version of the index with its statistics; a version no load was tried for (outside its model's version
-    policy) has none."""
+    """A version of the index with its statistics. A model that failed before any version (its config) has no
+    version, and one unloaded since the index was read no statistics: both show the index's state and reason."""
+    only_status = models.ModelVersion(name=status.name, version=status.version, state=status.state,
+                                      reason=status.reason)
+    if not status.version:
+        return only_status
     try:
         served = repository.model(status.name, status.version)
-    except xlacs_errors.NotFound:
-        return models.ModelVersion(name=status.name, version=status.version, state=status.state, reason=status.reason)
+    except (xlacs_errors.NotFound, xlacs_errors.Unavailable):
+        return only_status
     s = served.statistics.snapshot()
     infer, quantiles = s["inference_stats"], served.statistics.latency_quantiles() or {}
     return models.ModelVersion(
