@@ -236,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cache-dir", default=None, help="the cache directory without Redis (default ~/.cache/xlacs; "
                                                          "'' for none)")
     serve.add_argument("--cache-secret-file", default=None, help="a file holding the HMAC key of cache entries")
+    serve.add_argument("--model-repository", default=None, metavar="DIR", help="serve the models of DIR by name "
+                       "over the Open Inference Protocol (docs/model_repository.md)")
 
     for name, help in (("compile", "compile a GraphDef"), ("run", "compile, execute and write .npy outputs")):
         p = client_command(name, help)

@@ -92,6 +92,9 @@ class Settings:
     # sit in the same tiers: in this process up to blob_memory_bytes (LRU), then in Redis or the directory (whose
     # blobs/ subdirectory cache_dir_max_bytes bounds too). One blob is at most max_graph_bytes.
     blob_memory_bytes: int = 1 * GIB
+    # A model repository (docs/model_repository.md): DIR/<model>/config.pbtxt and DIR/<model>/<version>/, served
+    # by name over the Open Inference Protocol; "" for none.
+    model_repository: str = ""
 
     @classmethod
     def from_env(cls, environ=os.environ, **overrides) -> "Settings":

@@ -28,7 +28,8 @@ def settings_from_args(args) -> Settings:
                              dump_graphs=args.dump_graphs, workers=args.workers, redis_url=args.redis_url,
                              cache_dir=args.cache_dir, cache_secret_file=args.cache_secret_file,
                              auth_tokens_file=args.auth_tokens_file, tls_cert_file=args.tls_cert_file,
-                             tls_key_file=args.tls_key_file, tls_client_ca_file=args.tls_client_ca_file)
+                             tls_key_file=args.tls_key_file, tls_client_ca_file=args.tls_client_ca_file,
+                             model_repository=args.model_repository)
 
 
 SIGNAL_POLL_S = 0.2  # how soon the main thread notices a signal another thread received
@@ -73,6 +74,7 @@ def serve(args) -> None:
     http.start()
     log.info("xlacs serving gRPC on %s:%d and the dashboard on http://%s:%d; devices: %s", settings.host, port,
              settings.host, http.port, ", ".join(f"{d.name} ({d.kind})" for d in service.devices.all))
+    service.models.start()  # in the background: the servers answer meanwhile, ready once every model was tried
     # Timed waits: the kernel may hand SIGTERM to any of the daemon's threads, and Python runs the handler only when
     # the main thread next runs bytecode; an untimed wait would sleep through it (a SIGTERM lost this way in CI).
     while not stop.wait(SIGNAL_POLL_S):

@@ -44,6 +44,7 @@ from xlacs_server.graph.ir import Graph
 from xlacs_server.lower import check, limits
 from xlacs_server.lower import ops  # noqa: F401  (registers the lowerings)
 from xlacs_server.passes.registry import run_pipeline
+from xlacs_server.rpc.limits import Gates
 from xlacs_server.tensor_sig import TensorSig
 from xlacs_server.unit.signature import Feed
 from xlacs_server.unit.weights import weight_values
@@ -177,6 +178,10 @@ class CompilationService:
         # A Compile by digest whose graph, signature, device and name were bound before -> that binding's id
         self._by_digest: collections.OrderedDict[tuple, str] = collections.OrderedDict()
         self.dynamic = DynamicExecutables(self)  # executables of feeds with unknown dims (buckets/)
+        self.gates = Gates(settings)  # the compile and execute slots, shared by every transport (rpc/limits.py)
+        # Imported here: models/ compiles and executes through this module's service.
+        from xlacs_server.models.repository import ModelRepository
+        self.models = ModelRepository(self)  # the model repository's served models (empty without one)
 
     # --- Compile ---------------------------------------------------------------------------------
 
@@ -525,6 +530,7 @@ class CompilationService:
     def close(self) -> None:
         """At shutdown: ends the sessions (unmapping their regions), stops the execution workers and releases the
         cache leases still held."""
+        self.models.close()
         self.shared_memory.close_all()
         self.workers.close()
         self.resident.close()

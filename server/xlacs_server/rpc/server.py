@@ -12,7 +12,6 @@ from xlacs_server.rpc.auth import AuthInterceptor, TokenStore
 from xlacs_server.rpc.errors import ErrorInterceptor
 from xlacs_server.rpc.received import ReceivedBytesInterceptor
 from xlacs_server.rpc import readiness
-from xlacs_server.rpc.limits import Gates
 from xlacs_server.rpc.pieces import PiecesInterceptor
 from xlacs_server.rpc.servicer import CompilerServicer
 from xlacs_server.service import CompilationService
@@ -38,7 +37,7 @@ def create_server(service: CompilationService, address: str) -> tuple[grpc.Serve
                  ("grpc.max_send_message_length", MAX_PROTOBUF_BYTES)],
         # Calls beyond the threads fail fast with RESOURCE_EXHAUSTED, rather than queue without bound.
         maximum_concurrent_rpcs=settings.workers)
-    gates = Gates(settings)
+    gates = service.gates
     xlacs_pb2_grpc.add_CompilerServicer_to_server(CompilerServicer(service, gates), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -11,6 +11,7 @@ from xlacs_server.execute.download import download
 from xlacs_server.lower import registry
 from xlacs_server.rpc import execute_io
 from xlacs_server.rpc.limits import Gates
+from xlacs_server.rpc.routed import execute_routed
 from xlacs_server.service import CompilationService, CompileSpec
 
 
@@ -69,18 +70,9 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         yield from execute_io.streamed_outputs(*self.gates.execute.run(context, work))
 
     def _execute(self, call, executable_id: str, inputs: dict, keep: dict[str, float]):
-        """(executable, outputs, execute_ms), timed on its slot: execute_ms leaves out the wait for one. An
-        executable with unknown dims runs its bucket's, compiled first under the compile gate if this daemon lacks
-        it, without an execute slot."""
-        route = self.service.dynamic.route(executable_id, inputs, lambda spec: self.gates.compile.run(
-            call.context, lambda compiling: self.service.compile(spec, compiling.checkpoint, compiling.slot)))
-        if keep and route.executable_id != executable_id:
-            raise InvalidRequest(f"executable {executable_id} has feeds of unknown dims, whose outputs are padded on "
-                                 "the device: it keeps none (OutputRequest.keep); keep those of a static one")
-        with call.slot():
-            start = time.perf_counter()
-            executable, outputs = self.service.execute(route.executable_id, route.inputs, call.remaining(), keep)
-            return executable, route.outputs(outputs), (time.perf_counter() - start) * 1e3
+        """(executable, outputs, execute_ms); a bucket this daemon lacks compiles under the compile gate."""
+        return execute_routed(self.service, call, executable_id, inputs, lambda spec: self.gates.compile.run(
+            call.context, lambda compiling: self.service.compile(spec, compiling.checkpoint, compiling.slot)), keep)
 
     def ListOps(self, request, context):
         return xlacs_pb2.ListOpsResponse(ops=[
