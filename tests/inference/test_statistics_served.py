@@ -1,0 +1,107 @@
+"""Statistics of served models after real infers on a real daemon: Triton's counts, the failures, the batch sizes,
+and the Prometheus series the dashboard's /metrics shows (parsed with prometheus_client's parser), gone on unload."""
+import httpx
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.model_repository import ModelServer, graphdef_model
+from xlacs_server.errors import InvalidRequest, Unavailable
+from xlacs_server.models.model import Background
+
+
+def scraped(server, model: str, version: str) -> dict[str, float]:
+    """The version's samples in the daemon's /metrics, by sample name (a histogram bucket with its le)."""
+    text = httpx.get(f"http://{server.http_address}/metrics", timeout=30).raise_for_status().text
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.labels.get("model") == model and s.labels.get("version") == version:
+                found[s.name + (f"{{le={s.labels['le']}}}" if "le" in s.labels else "")] = s.value
+    return found
+
+
+def test_infers_are_counted_by_request_row_and_batch_size(model_server, model_repository):
+    built = model_repository.batching  # keras_gd: max_batch_size 8, no dynamic batcher
+    served = model_server.models.model(built.name, "1")
+    before, metrics_before = served.statistics.snapshot(), scraped(model_server, built.name, "1")
+    batches = [1, 3, 3, 8, 2]
+    for seed, batch in enumerate(batches):
+        inputs = built.inputs(batch=batch, seed=seed)
+        got = served.infer(inputs, None, Background())
+        np.testing.assert_allclose(got[built.output], built.expected(inputs)[built.output], rtol=1e-5, atol=1e-5)
+
+    after = served.statistics.snapshot()
+    assert (after["name"], after["version"]) == (built.name, "1")
+    for kind in ("success", "queue", "compute_infer"):
+        assert after["inference_stats"][kind]["count"] - before["inference_stats"][kind]["count"] == len(batches)
+    assert after["inference_stats"]["compute_infer"]["ns"] > before["inference_stats"]["compute_infer"]["ns"]
+    assert after["inference_stats"]["success"]["ns"] >= after["inference_stats"]["compute_infer"]["ns"]
+    assert after["inference_stats"]["fail"] == before["inference_stats"]["fail"]
+    assert after["execution_count"] - before["execution_count"] == len(batches)
+    assert after["inference_count"] - before["inference_count"] == sum(batches)  # rows, as Triton counts
+    runs = {b["batch_size"]: b["compute_infer"]["count"] for b in after["batch_stats"]}
+    runs_before = {b["batch_size"]: b["compute_infer"]["count"] for b in before["batch_stats"]}
+    assert {size: runs[size] - runs_before.get(size, 0) for size in runs} == {1: 1, 2: 1, 3: 2, 8: 1}
+    assert after["last_inference"] >= before["last_inference"] and after["last_inference"] > 0
+
+    metrics_after = scraped(model_server, built.name, "1")
+    delta = {name: metrics_after[name] - metrics_before.get(name, 0.0) for name in metrics_after}
+    assert delta["xlacs_model_requests_total"] == len(batches)
+    assert delta["xlacs_model_queue_seconds_count"] == delta["xlacs_model_compute_seconds_count"] == len(batches)
+    assert delta["xlacs_model_batch_size_count"] == len(batches)
+    assert delta["xlacs_model_batch_size_sum"] == sum(batches)
+    assert delta["xlacs_model_batch_size_bucket{le=2.0}"] == 2  # batches of 1 and 2
+    assert delta["xlacs_model_batch_size_bucket{le=4.0}"] == 4
+    assert delta.get("xlacs_model_failures_total", 0.0) == 0
+
+
+def test_bad_requests_are_failures_with_the_last_error(model_server, model_repository):
+    built = model_repository.batching
+    served = model_server.models.model(built.name, "1")
+    before, metrics_before = served.statistics.snapshot(), scraped(model_server, built.name, "1")
+    with pytest.raises(InvalidRequest, match="'x'"):
+        served.infer({"x": np.zeros((2, 5), np.float32)}, None, Background())  # 5 features, the model takes 4
+    assert "'x'" in served.statistics.last_error and "shape" in served.statistics.last_error
+    with pytest.raises(InvalidRequest, match="'nope'"):
+        served.infer(built.inputs(), ["nope"], Background())
+    assert "'nope'" in served.statistics.last_error
+
+    after = served.statistics.snapshot()
+    assert after["inference_stats"]["fail"]["count"] - before["inference_stats"]["fail"]["count"] == 2
+    assert after["inference_stats"]["success"] == before["inference_stats"]["success"]
+    assert after["execution_count"] == before["execution_count"]
+    metrics_after = scraped(model_server, built.name, "1")
+    assert metrics_after["xlacs_model_failures_total"] - metrics_before.get("xlacs_model_failures_total", 0) == 2
+    assert metrics_after["xlacs_model_requests_total"] == metrics_before.get("xlacs_model_requests_total", 0)
+
+
+def test_a_model_that_failed_to_load_counts_the_requests_it_refused(model_server, model_repository):
+    broken = model_server.models.model(model_repository.broken, "1")
+    assert broken.state == "UNAVAILABLE"
+    with pytest.raises(Unavailable, match=model_repository.broken):
+        broken.infer({"x": np.zeros((1, 4), np.float32)}, None, Background())
+    assert broken.statistics.snapshot()["inference_stats"]["fail"]["count"] >= 1
+    assert broken.reason and broken.reason in broken.statistics.last_error
+    assert scraped(model_server, model_repository.broken, "1")["xlacs_model_failures_total"] >= 1
+
+
+def test_unload_drops_the_series_and_a_load_starts_them_again(tmp_path):
+    built = graphdef_model(tmp_path, "stats_unload", versions=(1, 2))  # version 2 served (latest 1)
+    with ModelServer(tmp_path) as server:
+        served = server.models.model(built.name, "")
+        assert served.version == "2"
+        served.infer(built.inputs(), None, Background())
+        assert scraped(server, built.name, "2")["xlacs_model_requests_total"] == 1
+
+        server.models.unload(built.name)
+        assert scraped(server, built.name, "2") == {}
+        assert served.statistics.snapshot()["inference_stats"]["success"]["count"] == 1  # Triton's, as it was
+
+        server.models.load(built.name)
+        again = server.models.model(built.name, "2")
+        assert again is not served
+        assert scraped(server, built.name, "2")["xlacs_model_requests_total"] == 0
+        again.infer(built.inputs(), None, Background())
+        assert scraped(server, built.name, "2")["xlacs_model_requests_total"] == 1
+        assert again.statistics.snapshot()["inference_stats"]["success"]["count"] == 1
