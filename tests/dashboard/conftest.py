@@ -1,17 +1,21 @@
 """The dashboard served on the session's live daemon, and real TF graphs for clients to compile through it."""
 import dataclasses
 import itertools
+import pathlib
 
 import httpx
 import numpy as np
 import pytest
 import tensorflow as tf
+from playwright.sync_api import sync_playwright
 
 from xlacs.freeze import FrozenGraph, freeze
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
 
 REFRESH_S = 0.5  # pages refresh and the cache tiers are sampled this often in the tests
+CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright never downloads a browser here
+SCREENSHOTS = pathlib.Path(__file__).resolve().parents[2] / "test-output" / "dashboard"
 _names = itertools.count()
 
 
@@ -35,6 +39,22 @@ def dashboard(server):
 def http(dashboard):
     with httpx.Client(base_url=dashboard.url, timeout=60) as c:
         yield c
+
+
+def shoot(page, name: str, full_page: bool = True) -> None:
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
+
+
+@pytest.fixture
+def browser_page():
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True).new_page()
+        page.set_default_timeout(20_000)
+        yield page
+        browser.close()
 
 
 @dataclasses.dataclass

@@ -6,13 +6,11 @@ import time
 
 import grpc
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.dashboard.conftest import REFRESH_S, dense_graph, scale_graph
+from tests.dashboard.conftest import REFRESH_S, dense_graph, scale_graph, shoot
 from xlacs_server.lower import registry
 
-CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright never downloads a browser here
-SCREENSHOTS = pathlib.Path(__file__).resolve().parents[2] / "test-output" / "dashboard"
 
 
 class Traffic(threading.Thread):
@@ -43,22 +41,6 @@ class Traffic(threading.Thread):
         self.join()
         assert self.failure is None, f"the traffic thread failed: {self.failure!r}"
         assert self.rounds > 0
-
-
-def shoot(page, name: str, full_page: bool = True) -> None:
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
-
-
-@pytest.fixture
-def browser_page():
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        page = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True).new_page()
-        page.set_default_timeout(20_000)
-        yield page
-        browser.close()
 
 
 def test_dashboard_in_a_browser_while_clients_compile(browser_page, dashboard, client, server):
