@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import textwrap
+import time
 
 import keras
 import numpy as np
@@ -21,6 +22,20 @@ from xlacs_server.service import CompilationService
 
 READY_TIMEOUT_S = 600  # the initial load of a repository: a few small models compile in seconds each
 FEATURES, UNITS = 4, 3
+
+
+class Context:
+    """What ServedModel.infer asks of a request's context (a gRPC ServicerContext has both): a client waiting
+    `deadline_s` (None: no deadline) that has not gone away."""
+
+    def __init__(self, deadline_s: float | None = None):
+        self.deadline = None if deadline_s is None else time.monotonic() + deadline_s
+
+    def time_remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def is_active(self) -> bool:
+        return True
 
 
 def keras_model(version: int) -> keras.Model:
