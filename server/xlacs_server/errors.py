@@ -173,6 +173,12 @@ class Unavailable(XlacsError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class Unimplemented(XlacsError):
+    """A part of a protocol xlacs does not offer (the Open Inference Protocol's shared-memory, trace or sequence
+    extensions, ...); the message says what xlacs offers instead."""
+    code = grpc.StatusCode.UNIMPLEMENTED
+
+
 class DeviceUnavailable(XlacsError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
