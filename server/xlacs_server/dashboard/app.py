@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from xlacs_server import metrics, version
 from xlacs_server.dashboard import auth, charts, models, views
 from xlacs_server.dashboard.sampler import Sampler
+from xlacs_server.inference import rest
 
 HERE = pathlib.Path(__file__).parent
 
@@ -95,14 +96,21 @@ def create_app(service, *, refresh_s: float = 2.0) -> FastAPI:
         """The process answers."""
         return models.Health(status="ok")
 
+    def unready() -> str:
+        """Why the daemon takes no requests now: draining for shutdown, no devices, every slot of a gate stuck
+        (rpc/readiness.py); "" when it takes them."""
+        return "draining" if dash.draining else "no devices" if not service.devices.all else service.unready
+
     @app.get("/readyz", tags=["operations"], responses={503: {"model": models.Health}})
     def readyz() -> models.Health:
         """Ready for requests: devices are present, the daemon is not draining for shutdown, and no gate has
         every slot stuck (rpc/readiness.py)."""
-        why = "draining" if dash.draining else "no devices" if not service.devices.all else service.unready
+        why = unready()
         if why:
             return JSONResponse(models.Health(status=why).model_dump(), status_code=503)
         return models.Health(status="ready")
+
+    app.include_router(rest.router(service, unready))  # the Open Inference Protocol: /v2/...
 
     return app
 
