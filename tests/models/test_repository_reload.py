@@ -53,7 +53,8 @@ def test_a_loads_config_replaces_config_pbtxt(served):
     inputs = saved.inputs(2)
     np.testing.assert_allclose(model.infer(inputs, None, Context())["output_0"],
                                saved.expected(inputs, 1)["output_0"], rtol=1e-5, atol=1e-5)
-    with pytest.raises(InvalidRequest, match="has a batch of 3; model 'keras_sm' version 1 takes 1 to max_batch_size 2"):
+    with pytest.raises(InvalidRequest, match="has a batch of 3; model 'keras_sm' version 1 takes 1 to "
+                                             "max_batch_size 2"):
         model.infer(saved.inputs(3), None, Context())
 
 

@@ -20,9 +20,10 @@ from xlacs_server.models import datatypes, source
 from xlacs_server.models.statistics import ModelStatistics
 from xlacs_server.rpc.limits import Call
 from xlacs_server.rpc.routed import execute_routed
+from xlacs_server.service import CompileSpec
 
 if TYPE_CHECKING:
-    from xlacs_server.service import CompilationService, CompileResult, CompileSpec
+    from xlacs_server.service import CompilationService, CompileResult
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,6 @@ class ServedModel:
                  time.perf_counter() - start)
 
     def _load(self) -> None:
-        from xlacs_server.service import CompileSpec  # service.py builds the repository: imported when it runs
         settings = self._service.settings
         self._source = found = source.read(self._version_dir, self.config, settings.max_graph_bytes)
         self.config, self.platform = found.config, found.config.platform
@@ -193,11 +193,11 @@ class ServedModel:
         try:
             with self._request():
                 wanted = self._wanted(outputs)
-                batch = self._checked(inputs)
+                self._check(inputs)
                 if self.batcher is not None:
-                    results, queue_s, compute_s = self.batcher.infer(batch, context)
+                    results, queue_s, compute_s = self.batcher.infer(inputs, context)
                 else:
-                    results, compute_s = self._service.gates.execute.run(context, lambda call: self._run(batch, call))
+                    results, compute_s = self._service.gates.execute.run(context, lambda call: self._run(inputs, call))
                     queue_s = max(0.0, time.perf_counter() - start - compute_s)
         except Exception as e:
             self.statistics.failure(time.perf_counter() - start, str(e))
@@ -233,8 +233,8 @@ class ServedModel:
             raise InvalidRequest(f"{self!r} has no output {unknown[0]!r}; its outputs are {names}")
         return list(outputs)
 
-    def _checked(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The inputs, InvalidRequest naming the first one that is missing, unknown, or of a datatype or shape the
+    def _check(self, inputs: dict[str, np.ndarray]) -> None:
+        """InvalidRequest naming the first one that is missing, unknown, or of a datatype or shape the
         config does not take (a batch over max_batch_size too)."""
         expected = {m.name: m for m in self.inputs}
         for name in inputs:
@@ -260,7 +260,6 @@ class ServedModel:
                     raise InvalidRequest(f"inputs {batch[0]!r} and {name!r} have batches of {batch[1]} and {size}: "
                                          "every input of a request has the same batch size")
                 batch = batch or (name, size)
-        return dict(inputs)
 
     # --- Serving state ---------------------------------------------------------------------------
 
