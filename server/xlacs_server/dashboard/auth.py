@@ -1,19 +1,23 @@
 """The dashboard asks for the daemon's bearer tokens when authentication is on, on every address (loopback
 included: other users of the host reach it too). Browsers get a Basic prompt (any user name, the token as
-password); scripts and Prometheus send `Authorization: Bearer <token>`. The probes /healthz and /readyz stay
-open."""
+password); scripts, Prometheus and inference clients send `Authorization: Bearer <token>`. The probes stay open:
+/healthz and /readyz, and the Open Inference Protocol's /v2/health/live and /v2/health/ready. The protocol's
+clients read its error object, {"error": message}, so a refusal under /v2 is one."""
 from __future__ import annotations
 
 import base64
 import binascii
 
 from fastapi import FastAPI
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 
 from xlacs_server.config import Settings
 from xlacs_server.rpc.auth import TokenStore
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/v2/health/live", "/v2/health/ready"})
+REFUSED = ("this dashboard needs the daemon's token: Authorization: Bearer <token>, or Basic with the token as "
+           "password")
+CHALLENGE = {"WWW-Authenticate": 'Basic realm="xlacs"'}
 
 
 def protect(app: FastAPI, settings: Settings) -> None:
@@ -47,8 +51,9 @@ class RequireToken:
             headers = [value for key, value in scope["headers"] if key == b"authorization"]
             token = token_of(headers[0].decode("latin-1")) if len(headers) == 1 else ""
             if not token or not self.tokens.valid(token):
-                response = PlainTextResponse(
-                    "this dashboard needs the daemon's token: Authorization: Bearer <token>, or Basic with the "
-                    "token as password", status_code=401, headers={"WWW-Authenticate": 'Basic realm="xlacs"'})
+                if scope["path"] == "/v2" or scope["path"].startswith("/v2/"):
+                    response = JSONResponse({"error": REFUSED}, status_code=401, headers=CHALLENGE)
+                else:
+                    response = PlainTextResponse(REFUSED, status_code=401, headers=CHALLENGE)
                 return await response(scope, receive, send)
         await self.app(scope, receive, send)
