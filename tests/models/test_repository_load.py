@@ -4,6 +4,7 @@ GraphDefs batching and static. Version policies pick the versions served; a mode
 UNAVAILABLE with its error and stops no other."""
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 
 import numpy as np
@@ -144,3 +145,15 @@ def test_unknown_models_and_versions_are_not_found_naming_what_exists(served):
         server.models.model("nope")
     with pytest.raises(NotFound, match=r"model 'keras_static' has no version '2'; its versions are \['1', '3'\]"):
         server.models.model("keras_static", "2")
+
+
+def test_concurrent_requests_of_different_batches_each_get_their_own_rows(served):
+    server, built = served
+    model = server.models.model("keras_gd", "2")
+    requests = [built["batching"].inputs(1 + i % 8, seed=i) for i in range(32)]
+    # As many threads as the execute gate admits (max_concurrent_executes 4 + execute_queue 4): one more could be
+    # refused with RESOURCE_EXHAUSTED, as an Execute would be
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda inputs: model.infer(inputs, None, Context(deadline_s=600)), requests))
+    for inputs, got in zip(requests, answers):
+        assert_close(got, built["batching"].expected(inputs, 2))

@@ -70,6 +70,10 @@ class ModelRepository:
         for name in names:
             if self._closed:
                 return
+            with self._lock:
+                called = name in self._models or name in self._reasons
+            if called:  # a load or unload call came first: it stands
+                continue
             try:
                 self.load(name)
             except XlacsError:
