@@ -119,11 +119,10 @@ class ServedModel:
         call = self._compile_call(context)
         if self.max_batch_size:
             compiled, cache, _ = self._service.compile_dynamic(self._spec, call.checkpoint, call.slot)
-            self._executable_id = compiled.id
         else:
             result = self._service.compile(self._spec, call.checkpoint, call.slot)
             compiled, cache = result.loaded, result.cache
-            self._executable_id = compiled.id
+        self._executable_id = compiled.id
         log.info("%r: executable %s (%s)", self, compiled.id, cache)
         return compiled
 
