@@ -1,5 +1,6 @@
-"""The REST bodies of the protocol without a server: JSON tensors (nested and flat, checked element by element), Triton's
-binary data extension both ways, and every malformed request refused naming the input or parameter at fault."""
+"""The REST bodies of the protocol without a server: JSON tensors (nested and flat, checked element by element),
+Triton's binary data extension both ways, and every malformed request refused naming the input or parameter at
+fault."""
 from __future__ import annotations
 
 import json

@@ -9,8 +9,8 @@ REQUEST = ("binary_data_output", "timeout")  # of the request: the extension's o
 INPUT = ("binary_data_size",)
 OUTPUT = ("binary_data",)
 _SEQUENCE = "xlacs serves stateless models (no sequence batcher): send each request on its own"
-_SHARED_MEMORY = ("xlacs's shared memory is its own API (xlacs.Client, docs/data_plane.md); over the protocol, send the "
-                  "tensor in the request (binary data)")
+_SHARED_MEMORY = ("xlacs's shared memory is its own API (xlacs.Client, docs/data_plane.md); over the protocol, send "
+                  "the tensor in the request (binary data)")
 OFFERED_INSTEAD = {
     "sequence_id": _SEQUENCE, "sequence_start": _SEQUENCE, "sequence_end": _SEQUENCE,
     "priority": "xlacs queues a model's requests in arrival order (one priority level)",

@@ -266,7 +266,7 @@ def _answering_errors(counters) -> type[APIRoute]:
         """An endpoint whose errors are the protocol's error objects (inference/status.py)."""
 
         def get_route_handler(self):
-            handler, endpoint = super().get_route_handler(), self.name
+            handler, endpoint = super().get_route_handler(), f"{'/'.join(sorted(self.methods))} {self.path}"
 
             async def answer(request: Request) -> Response:
                 try:
