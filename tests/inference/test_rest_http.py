@@ -163,3 +163,13 @@ def test_not_ready_until_the_repository_has_loaded(model_repository):
     finally:
         http.stop()
         service.close()
+
+
+def test_the_timeout_parameter_is_the_requests_deadline(http, model_repository):
+    """tritonclient's timeout= (microseconds): a request whose deadline has passed before it runs is 504."""
+    answer = http.post("/v2/models/keras_gd/infer", json=infer_json(model_repository.batching,
+                                                                    parameters={"timeout": 1}))
+    assert answer.status_code == 504 and "ran past the client's deadline" in answer.json()["error"]
+    answer = http.post("/v2/models/keras_gd/infer", json=infer_json(model_repository.batching,
+                                                                    parameters={"timeout": 300_000_000}))
+    assert answer.status_code == 200
