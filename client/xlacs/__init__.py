@@ -5,6 +5,7 @@ from xlacs.errors import ErrorDetails, error_details
 from xlacs.freeze import FrozenGraph, freeze
 from xlacs.resident import ResidentTensor
 from xlacs.shared_memory import SharedMemory
+from xlacs.states import State
 
 __all__ = ["Client", "ErrorDetails", "Executable", "error_details", "FrozenGraph", "freeze", "ResidentTensor",
-           "SharedMemory", "tls_credentials"]
+           "SharedMemory", "State", "tls_credentials"]

@@ -17,10 +17,12 @@ from xlacs.resident import ResidentTensor
 from xlacs.local import BlobMemo, LocalExecutable, download
 from xlacs.saved_model import DEFAULT_SIGNATURE, SignatureExecutable, compile_saved_model
 from xlacs.shared_memory import Regions
+from xlacs.states import State, create_state
 from xlacs.upload import UploadReport, compile_by_digest
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 
 MAX_MESSAGE_BYTES = 2 * 1024 ** 3 - 1
+VARIABLE_PREFIX = "variables/"  # the inputs of an unfrozen graph's resource variables
 # A target that resolves to several replicas (dns:/// of a headless Service or a compose service): each
 # channel connects to one of them at random and keeps it, so that clients spread over the replicas and a
 # client's Compile and Executes reach the same one.
@@ -73,22 +75,26 @@ class Executable:
 
     def execute(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], *,
                 keep: bool | Iterable[str] = (), ttl_s: float = 0.0,
-                out: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray | ResidentTensor]:
+                out: Mapping[str, np.ndarray] | None = None,
+                state: State | None = None) -> list[np.ndarray | ResidentTensor]:
         """Outputs in fetch order. An input may be a ResidentTensor (of the same daemon): its handle travels, not
         its bytes. The outputs named in `keep` (all of them with True) stay on the daemon's device and come back
         as ResidentTensors, for `ttl_s` seconds unless freed before (0: the daemon's resident_ttl_s).
         Shared memory (xlacs.SharedMemory): an input that is an array of an open SharedMemory of this client travels
         by reference, and `out` ({output: such an array}) has the daemon write outputs into them; those come back
         as the arrays of `out`. A call of numpy arrays alone that moves xlacs.streaming.STREAM_BYTES or more goes as
-        an ExecuteStream, its tensors in pieces (docs/data_plane.md)."""
+        an ExecuteStream, its tensors in pieces (docs/data_plane.md).
+        With a variable `state` (Client.create_state), the variables come from it and the values the run assigns
+        stay in it: `inputs` are the feeds, and the outputs are the fetches (docs/training.md)."""
         if not isinstance(inputs, Mapping):
-            inputs = dict(zip(self.input_names, inputs, strict=True))
+            names = self.input_names if state is None else self.feed_names
+            inputs = dict(zip(names, inputs, strict=True))
         regions, out = self._client.regions, out or {}
         shared = bool(out) or any(regions.ref(a) is not None for a in inputs.values())
-        if not keep and not shared and all(isinstance(a, np.ndarray) for a in inputs.values()) and \
+        if state is None and not keep and not shared and all(isinstance(a, np.ndarray) for a in inputs.values()) and \
                 streaming.moved_bytes(inputs, self._output_bytes) >= streaming.STREAM_BYTES:
             return self._streamed(inputs)
-        request = xlacs_pb2.ExecuteRequest(executable_id=self.id)
+        request = xlacs_pb2.ExecuteRequest(executable_id=self.id, state_id=state.id if state else "")
         if keep or shared:  # the usual call asks nothing of its outputs and names no session
             request.session_id = regions.session_id if shared else ""
             request.outputs.extend([*resident.output_requests(self.output_names, keep, ttl_s),
@@ -103,8 +109,8 @@ class Executable:
         try:
             response = self._client.stub.Execute(request, timeout=self._client.timeout)
         except grpc.RpcError as e:
-            # Not for a resident tensor the daemon lacks: compiling again would not bring it back.
-            if e.code() != grpc.StatusCode.NOT_FOUND or error_details(e).reason == "UNKNOWN_HANDLE":
+            # Not for a resident tensor or a state the daemon lacks: compiling again would not bring them back.
+            if e.code() != grpc.StatusCode.NOT_FOUND or error_details(e).reason in ("UNKNOWN_HANDLE", "UNKNOWN_STATE"):
                 raise
             request.executable_id = self._recompiled()
             response = self._client.stub.Execute(request, timeout=self._client.timeout)
@@ -126,8 +132,13 @@ class Executable:
         self.id = response.executable_id
         return self.id
 
-    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        return self.execute(arrays)
+    def __call__(self, *arrays: np.ndarray, state: State | None = None) -> list[np.ndarray]:
+        return self.execute(arrays, state=state)
+
+    @property
+    def feed_names(self) -> list[str]:
+        """The inputs but the variables: what an Execute with a variable state sends."""
+        return [n for n in self.input_names if not n.startswith(VARIABLE_PREFIX)]
 
     def local(self) -> LocalExecutable:
         """This executable downloaded and run in this process, called the same way (xlacs.local; needs the `local`
@@ -230,6 +241,13 @@ class Client:
         response = self.stub.FreeTensors(xlacs_pb2.FreeTensorsRequest(handles=[t.handle for t in resident_tensors]),
                                          timeout=self.timeout)
         return response.tensors, response.bytes
+
+    def create_state(self, source, *, device: str = "", names: Mapping[str, str] | None = None) -> State:
+        """A variable state on the daemon (docs/training.md), from `source`: {variable name: array}, named as the
+        executable's inputs without "variables/"; a SavedModel directory (its variables by name); or a checkpoint's
+        prefix (its tensors by key). `names` ({state name: source name}) picks and renames. On `device`, the
+        daemon's default when empty: the executables that use it must run there."""
+        return create_state(self, source, device, names)
 
     def executable_info(self, executable_id: str) -> xlacs_pb2.ExecutableInfo:
         return self.stub.GetExecutable(xlacs_pb2.GetExecutableRequest(executable_id=executable_id),

@@ -56,6 +56,10 @@ class Settings:
     max_resident_bytes: int = 1 * GIB
     max_resident_tensors: int = 4096
     resident_ttl_s: float = 600.0
+    # Variable states (docs/training.md): resource variables kept on a device between Executes, until DeleteState;
+    # past these a CreateState is RESOURCE_EXHAUSTED.
+    max_state_bytes: int = 4 * GIB
+    max_states: int = 256
     # A feed's unknown (-1) dims are padded to buckets (docs/dynamic_shapes.md): the powers of two up to this when
     # a Compile names none, and no explicit bucket may be larger.
     max_bucket_size: int = 64

@@ -156,6 +156,17 @@ class PermissionDenied(XlacsError):
     code = grpc.StatusCode.PERMISSION_DENIED
 
 
+class UnknownState(NotFound):
+    """A variable state's id (execute/states.py) names none on this daemon: it was deleted, the daemon restarted
+    (states live only in memory), or another daemon holds it. Its own reason, so that a client tells it from an
+    executable it must compile again."""
+
+    def __init__(self, state_id: str):
+        super().__init__(f"variable state {echoed(state_id)} is not on this server: it was deleted, the server "
+                         "restarted (states live only in memory) or another server holds it; create it again from "
+                         "its variables (CreateState)", state_id=state_id[:ECHO_CHARS])
+
+
 class UnknownHandle(NotFound):
     """A resident tensor's handle (execute/resident.py) names none on this daemon: it was freed, its time to live
     ran out, or another daemon kept it. Its own reason, so that a client tells it from an executable it must

@@ -30,12 +30,13 @@ from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, cod
 from xlacs_server.compile import xla_options
 from xlacs_server.compile.compiler import compile_graph
 from xlacs_server.config import Settings
-from xlacs_server.errors import LimitExceeded, NotFound, echoed
+from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers, has_loops
 from xlacs_server.execute.resident import ResidentTensors, kept
 from xlacs_server.execute.shared_memory import SharedMemory
+from xlacs_server.execute.states import VariableStates
 from xlacs_server.execute.weights import WeightStore, content_hash, weights_digest
 from xlacs_server.graph import limits as graph_limits
 from xlacs_server.graph.fingerprint import fingerprint
@@ -47,6 +48,7 @@ from xlacs_server.passes.registry import run_pipeline
 from xlacs_server.rpc.limits import Gates
 from xlacs_server.tensor_sig import TensorSig
 from xlacs_server.unit.signature import Feed
+from xlacs_server.unit.variables import INPUT_PREFIX as VARIABLE_PREFIX
 from xlacs_server.unit.weights import weight_values
 
 log = logging.getLogger(__name__)
@@ -167,6 +169,7 @@ class CompilationService:
         self.resident = ResidentTensors(settings.max_resident_bytes, settings.max_resident_tensors,
                                         settings.resident_ttl_s)
         self.shared_memory = SharedMemory(settings)  # sessions and their regions (docs/data_plane.md)
+        self.states = VariableStates(settings.max_state_bytes, settings.max_states)  # docs/training.md
         if settings.isolate_executions not in ISOLATION_POLICIES:
             raise ValueError(f"isolate_executions={settings.isolate_executions!r}: use one of {ISOLATION_POLICIES}")
         self.workers = Workers()
@@ -218,7 +221,10 @@ class CompilationService:
             values = weight_values(graph)
             blobs = [digest_of(dtypes.byte_view(v)) for v in values]
         outputs = [dataclasses.replace(s, name=str(f)) for s, f in zip(executable.outputs, graph.fetches)]
-        outputs += executable.outputs[len(outputs):]  # then the assigned variables
+        # Then the assigned variables, by this request's names: the key ignores node names, so the executable may
+        # have been compiled for a graph whose variables are named otherwise (its inputs say how).
+        renamed = {e.name: i.name for e, i in zip(executable.inputs, inputs)}
+        outputs += [dataclasses.replace(s, name=renamed[s.name]) for s in executable.outputs[len(outputs):]]
         loaded = self._bind(executable, values, blobs, inputs, outputs, device, watch)
         if record is not None:
             with watch.stage("record"):
@@ -487,30 +493,58 @@ class CompilationService:
             raise LimitExceeded(f"the inputs have {size} bytes", "max_input_bytes", self.settings.max_input_bytes)
 
     def execute(self, executable_id: str, inputs: dict[str, np.ndarray], client_s: float | None = None,
-                keep: dict[str, float] | None = None) -> tuple[Executable, list]:
+                keep: dict[str, float] | None = None, state_id: str = "") -> tuple[Executable, list]:
         """The outputs of an executable; `client_s`, the time left before the client's deadline, bounds a run
         in an execution worker as execute_deadline_s does. An input may be a resident tensor's array
         (execute/resident.py); the outputs named in `keep` (name -> time to live, 0 for the default) stay on the
-        device, returned as ResidentTensors."""
+        device, returned as ResidentTensors. With a variable state (execute/states.py), the variables come from it
+        and the values the run assigns go back to it: the outputs are then the fetches only."""
         loaded = self.loaded(executable_id)
         positions = frozenset(kept(loaded, keep)) if keep else frozenset()
         size = sum(a.nbytes for a in inputs.values() if isinstance(a, np.ndarray))  # not the resident ones
         self.check_input_bytes(size)
+        if not state_id:
+            outputs = self._run(loaded, inputs, positions, client_s)
+        else:
+            outputs = self._step(loaded, inputs, positions, client_s, state_id)
+        if positions:
+            outputs = self.resident.keep_outputs(loaded, outputs, keep)
+        self.counters.add(executes=1)
+        return loaded.executable, outputs
+
+    def _run(self, loaded: LoadedExecutable, inputs: dict, positions: frozenset[int], client_s: float | None,
+             handed_over: bool = False) -> list:
         executable = loaded.executable
         with metrics.executing(executable.device.name):
             if executable.isolated:
                 limit_s = self.settings.execute_deadline_s
                 timeout_s, why = (client_s, "the client's deadline") if client_s is not None and client_s < limit_s \
                     else (limit_s, f"the server's limit execute_deadline_s={limit_s:g} s")
-                outputs = self.workers.pool(executable.device).run(
+                return self.workers.pool(executable.device).run(
                     loaded.id, lambda: (executable.serialized, [np.asarray(w) for w in loaded.weights]),
                     [np.asarray(a) for a in loaded.check_inputs(inputs)], timeout_s, why)
-            else:
-                outputs = loaded.run(inputs, positions)
-        if positions:
-            outputs = self.resident.keep_outputs(loaded, outputs, keep)
-        self.counters.add(executes=1)
-        return executable, outputs
+            return loaded.run(inputs, positions, handed_over)
+
+    def _step(self, loaded: LoadedExecutable, inputs: dict, positions: frozenset[int], client_s: float | None,
+              state_id: str) -> list:
+        """A run on a variable state, holding it: its assigned variables stay on the device and replace the
+        state's; the fetches are returned."""
+        named = sorted(n for n in inputs if n.startswith(VARIABLE_PREFIX))
+        if named:
+            raise InvalidRequest(f"input {named[0]!r}: with a state (state_id), the variables come from the state; "
+                                 "send only the feeds", input=named[0])
+        fetches = [i for i, s in enumerate(loaded.outputs) if not s.name.startswith(VARIABLE_PREFIX)]
+        kept_variables = sorted(loaded.outputs[i].name for i in positions.difference(fetches))
+        if kept_variables:
+            raise InvalidRequest(f"output {kept_variables[0]!r} goes to the state: read it with ReadVariables, "
+                                 "keep only fetches", output=kept_variables[0])
+        assigned = [s.name for s in loaded.outputs[len(fetches):]]
+        with self.states.stepping(state_id) as state:
+            given = {**inputs, **state.inputs_for(loaded)}
+            outputs = self._run(loaded, given, positions.union(range(len(fetches), len(loaded.outputs))), client_s,
+                                handed_over=True)
+            state.assign(assigned, outputs[len(fetches):])
+        return outputs[:len(fetches)]
 
     # --- Blobs ---------------------------------------------------------------------------------------
 
@@ -534,6 +568,7 @@ class CompilationService:
         self.shared_memory.close_all()
         self.workers.close()
         self.resident.close()
+        self.states.close()
         self.tiers.close()
 
     def _isolates(self, executable: Executable) -> bool:

@@ -10,6 +10,7 @@ from typing import Callable
 
 import jax
 import numpy as np
+from jax._src import core
 
 from xlacs_server.compile import prepare, xla_options
 from xlacs_server.execute.devices import DeviceRef
@@ -17,6 +18,7 @@ from xlacs_server.execute.executable import Prepare
 from xlacs_server.execute.program import Program
 from xlacs_server.graph.ir import Graph
 from xlacs_server.lower.engine import argument_specs, build_program
+from xlacs_server.lower.variables import variable_name
 from xlacs_server.tensor_sig import TensorSig
 from xlacs_server.unit.variables import INPUT_PREFIX as VARIABLE_PREFIX
 from xlacs_server.unit.weights import weight_values
@@ -63,7 +65,7 @@ def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], N
         graph = parts.call.replace(prepared_specs=[(np.dtype(o.dtype), tuple(o.shape))
                                                    for o in lowered_prepare.out_info])
     program_fn = build_program(graph, graph.platform)
-    lowered = _lower(graph, sharding, program_fn)
+    lowered = _lower_donating(graph, sharding, program_fn) if graph.variables else _lower(graph, sharding, program_fn)
     lowered_at = time.perf_counter()
     checkpoint("compile")
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="xlacs-prepare") as pool:
@@ -83,6 +85,20 @@ def _lower(graph: Graph, sharding, program_fn: Callable | None = None):
     specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in argument_specs(graph)]
     # keep_unused: the executable takes every argument, so a loaded one is called like a fresh one.
     return jax.jit(program_fn or build_program(graph, graph.platform), keep_unused=True).lower(*specs)
+
+
+def _lower_donating(graph: Graph, sharding, program_fn: Callable):
+    """The program traced, then lowered with the inputs of the variables it assigns donated: each is aliased to an
+    output, so a step on a variable state (execute/states.py) updates the model in place instead of copying it.
+    Which variables a program assigns is known only once it is traced, so it is traced once into a jaxpr, which is
+    lowered with the donations; the ops' rules do not run twice."""
+    specs = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in argument_specs(graph)]
+    traced = jax.jit(program_fn, keep_unused=True).trace(*specs)
+    assigned = set(program_fn.assigned)
+    first = len(graph.feeds)  # the variables follow the feeds (engine.argument_specs)
+    donated = tuple(first + i for i, e in enumerate(graph.variables)
+                    if variable_name(graph.nodes[e.node]) in assigned)
+    return jax.jit(core.jaxpr_as_fun(traced.jaxpr), donate_argnums=donated, keep_unused=True).lower(*specs)
 
 
 def _prepare(parts: prepare.Split, params: list[TensorSig], lowered,

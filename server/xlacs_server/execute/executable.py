@@ -13,6 +13,7 @@ from xlacs_server.errors import InvalidRequest
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.program import Program, device_put
 from xlacs_server.tensor_sig import TensorSig
+from xlacs_server.unit.variables import INPUT_PREFIX as VARIABLE_PREFIX
 
 
 @dataclasses.dataclass
@@ -106,10 +107,16 @@ class LoadedExecutable:
             ordered.append(array)
         return ordered
 
-    def run(self, given: dict[str, np.ndarray | jax.Array], keep: frozenset[int] = frozenset()) -> list:
+    def run(self, given: dict[str, np.ndarray | jax.Array], keep: frozenset[int] = frozenset(),
+            handed_over: bool = False) -> list:
         """The outputs on the host, but those at the positions in `keep`, which stay on the device. A resident
-        tensor on another device of this daemon is copied to this one, device to device."""
+        tensor on another device of this daemon is copied to this one, device to device. The program may donate
+        its variable inputs (compile/compiler.py): a jax.Array given for one is copied first, unless the caller
+        hands its variables over (`handed_over`: a variable state, which the assigned outputs replace)."""
         arrays = device_put(self.check_inputs(given), self.executable.device.device)
+        if not handed_over:
+            arrays = [a.copy() if isinstance(given[s.name], jax.Array) and s.name.startswith(VARIABLE_PREFIX) else a
+                      for s, a in zip(self.inputs, arrays)]
         outputs = self.executable.compiled(*arrays, *self.weights)
         self.executable.touch()
         return [out if i in keep else np.asarray(out) for i, out in enumerate(outputs)]

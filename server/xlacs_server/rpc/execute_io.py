@@ -13,7 +13,7 @@ import numpy as np
 from xlacs import dtypes, tensors, wire
 from xlacs.v1 import xlacs_pb2
 
-from xlacs_server.errors import Cancelled, InvalidRequest
+from xlacs_server.errors import Cancelled, InvalidRequest, LimitExceeded
 from xlacs_server.execute.executable import Executable
 from xlacs_server.execute.resident import ResidentTensor, ResidentTensors, ttl
 from xlacs_server.execute.shared_memory import Lease, Target
@@ -55,6 +55,22 @@ def response(executable: Executable, outputs: list, execute_ms: float,
         else:
             fill_output(reply.outputs.add(), s.name, a)
     return reply
+
+
+def state_variables(request: xlacs_pb2.CreateStateRequest, max_bytes: int) -> dict[str, np.ndarray]:
+    """A CreateState's initial values by variable name, each sent as its bytes, together within max_input_bytes."""
+    variables = {}
+    for t in request.variables:
+        if t.name in variables:
+            raise InvalidRequest(f"variable {t.name!r} is given more than once", variable=t.name)
+        if t.handle or t.HasField("shared_memory"):
+            raise InvalidRequest(f"variable {t.name!r}: a state's initial values are sent as their bytes (content)",
+                                 variable=t.name)
+        variables[t.name] = input_array(t)
+    size = sum(a.nbytes for a in variables.values())
+    if size > max_bytes:
+        raise LimitExceeded(f"the variables have {size} bytes", "max_input_bytes", max_bytes)
+    return variables
 
 
 # --- Shared memory: bytes in a client's region (execute/shared_memory.py) ---------------------------------------

@@ -13,15 +13,20 @@ if TYPE_CHECKING:
 
 
 def execute_routed(service: CompilationService, call: Call, executable_id: str, inputs: dict,
-                   compile: Callable[[CompileSpec], CompileResult], keep: dict[str, float] | None = None):
+                   compile: Callable[[CompileSpec], CompileResult], keep: dict[str, float] | None = None,
+                   state_id: str = ""):
     """(executable, outputs, execute_ms), timed on its slot of the execute gate (`call`): execute_ms leaves out the
     wait for one. An executable with unknown dims runs its bucket's, which `compile(spec)` makes first if this
     daemon lacks it, without an execute slot."""
+    if state_id and service.dynamic.get(executable_id) is not None:
+        raise InvalidRequest(f"executable {executable_id} has feeds of unknown dims: a variable state (state_id) "
+                             "runs only with an executable of static shapes; compile the training step for one")
     route = service.dynamic.route(executable_id, inputs, compile)
     if keep and route.executable_id != executable_id:
         raise InvalidRequest(f"executable {executable_id} has feeds of unknown dims, whose outputs are padded on "
                              "the device: it keeps none (OutputRequest.keep); keep those of a static one")
     with call.slot():
         start = time.perf_counter()
-        executable, outputs = service.execute(route.executable_id, route.inputs, call.remaining(), keep)
+        executable, outputs = service.execute(route.executable_id, route.inputs, call.remaining(), keep,
+                                             state_id)
         return executable, route.outputs(outputs), (time.perf_counter() - start) * 1e3

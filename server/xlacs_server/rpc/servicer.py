@@ -61,18 +61,20 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             inputs, keep = execute_io.inputs(request, self.service.resident, lease), execute_io.kept(request)
             targets = execute_io.output_targets(request, lease)
             return execute_io.response(*self.gates.execute.run(
-                context, lambda call: self._execute(call, request.executable_id, inputs, keep)), targets)
+                context, lambda call: self._execute(call, request.executable_id, inputs, keep, request.state_id)),
+                targets)
 
     def ExecuteStream(self, request_iterator, context):
         def work(call):  # the gate admits the call before it receives any piece
             first, inputs = execute_io.streamed_inputs(request_iterator, self.service, call.checkpoint)
-            return self._execute(call, first.executable_id, inputs, execute_io.kept(first))
+            return self._execute(call, first.executable_id, inputs, execute_io.kept(first), first.state_id)
         yield from execute_io.streamed_outputs(*self.gates.execute.run(context, work))
 
-    def _execute(self, call, executable_id: str, inputs: dict, keep: dict[str, float]):
+    def _execute(self, call, executable_id: str, inputs: dict, keep: dict[str, float], state_id: str):
         """(executable, outputs, execute_ms); a bucket this daemon lacks compiles under the compile gate."""
         return execute_routed(self.service, call, executable_id, inputs, lambda spec: self.gates.compile.run(
-            call.context, lambda compiling: self.service.compile(spec, compiling.checkpoint, compiling.slot)), keep)
+            call.context, lambda compiling: self.service.compile(spec, compiling.checkpoint, compiling.slot)), keep,
+            state_id)
 
     def ListOps(self, request, context):
         return xlacs_pb2.ListOpsResponse(ops=[
@@ -94,12 +96,14 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         blob_tiers = [xlacs_pb2.TierStats(**vars(s.stats)) for s in self.service.blobs.stores]
         resident_tensors, resident_bytes = self.service.resident.totals()
         _, regions, region_bytes = self.service.shared_memory.totals()
+        states, state_bytes = self.service.states.totals()
         return xlacs_pb2.Stats(
             tiers=tiers, blob_tiers=blob_tiers, received_bytes=c.received(),
             upload_saved_bytes=c.upload_saved_bytes, compiles=c.compiles, executes=c.executes, errors=c.errors,
             bucket_compiles=c.bucket_compiles, padding_elements=c.padding_elements, padded_elements=c.padded_elements,
             resident_tensors=resident_tensors, resident_bytes=resident_bytes,
             shared_memory_regions=regions, shared_memory_bytes=region_bytes,
+            states=states, state_bytes=state_bytes,
             uptime_s=time.time() - c.started, version=version.VERSION,
             devices=[xlacs_pb2.Device(name=d.name, platform=d.platform, kind=d.kind) for d in self.service.devices.all])
 
@@ -159,6 +163,25 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         self.service.shared_memory.register(request.session_id, request.name, request.key, request.offset,
                                             request.byte_size, context.peer())
         return xlacs_pb2.RegisterSharedMemoryResponse()
+
+    def CreateState(self, request, context):
+        variables = execute_io.state_variables(request, self.service.settings.max_input_bytes)
+        state = self.service.states.create(variables, self.service.devices.resolve(request.device))
+        return xlacs_pb2.CreateStateResponse(state_id=state.id, bytes=state.nbytes, variables=[
+            xlacs_pb2.TensorSpec(name=n, dtype=dtypes.from_numpy(a.dtype), shape=a.shape)
+            for n, a in state.variables.items()])
+
+    def ReadVariables(self, request, context):
+        # A copy from the device, as an Execute's outputs: in one of its slots.
+        arrays = self.gates.execute.run(context, lambda call: _in_slot(
+            call, lambda: self.service.states.read(request.state_id, list(request.names))))
+        response = xlacs_pb2.ReadVariablesResponse()
+        for name, array in arrays.items():
+            tensors.fill(response.variables.add(), name, array)
+        return response
+
+    def DeleteState(self, request, context):
+        return xlacs_pb2.DeleteStateResponse(freed_bytes=self.service.states.delete(request.state_id))
 
     def UnregisterSharedMemory(self, request, context):
         return xlacs_pb2.UnregisterSharedMemoryResponse(
