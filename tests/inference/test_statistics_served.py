@@ -3,9 +3,12 @@ and the Prometheus series the dashboard's /metrics shows (parsed with prometheus
 import httpx
 import numpy as np
 import pytest
+from google.protobuf import json_format
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.inference import tritonclient
 from tests.model_repository import ModelServer, graphdef_model
+from xlacs_server.inference.v2 import grpc_service_pb2
 from xlacs_server.errors import InvalidRequest, Unavailable
 from xlacs_server.models.model import Background
 
@@ -19,6 +22,43 @@ def scraped(server, model: str, version: str) -> dict[str, float]:
             if s.labels.get("model") == model and s.labels.get("version") == version:
                 found[s.name + (f"{{le={s.labels['le']}}}" if "le" in s.labels else "")] = s.value
     return found
+
+
+STATS_OVER_HTTP = """
+import tritonclient.http as http
+from tritonclient.utils import InferenceServerException
+client = http.InferenceServerClient(args["url"], network_timeout=300, connection_timeout=300)
+for i, batch in enumerate(args["batches"]):
+    given = http.InferInput("x", [batch, 4], "FP32")
+    given.set_data_from_numpy(arrays[str(i)], binary_data=True)
+    client.infer(args["model"], [given], model_version="1")
+bad = http.InferInput("x", [1, 4], "FP64")
+bad.set_data_from_numpy(np.zeros((1, 4), np.float64))
+try:
+    client.infer(args["model"], [bad], model_version="1")
+    raise AssertionError("an FP64 input was accepted")
+except InferenceServerException as e:
+    error = e.message()
+reply(result={"error": error, "stats": client.get_inference_statistics(args["model"], "1")})
+"""
+
+
+def test_the_protocol_stats_are_the_counts_of_the_requests_a_client_sent(model_server, model_repository, tmp_path):
+    built = model_repository.batching
+    served = model_server.models.model(built.name, "1")
+    before = served.statistics.snapshot()
+    batches = [1, 2, 3, 2]
+    arrays = {str(i): built.inputs(batch=b, seed=i)[built.input] for i, b in enumerate(batches)}
+    _, result = tritonclient.run(STATS_OVER_HTTP, tmp_path, arrays, url=model_server.http_address,
+                                 model=built.name, batches=batches)
+    assert "FP64" in result["error"]
+    (got,) = result["stats"]["model_stats"]
+    assert got == served.statistics.snapshot()  # no request since: the same counts
+    assert got["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == 4
+    assert got["inference_stats"]["fail"]["count"] - before["inference_stats"]["fail"]["count"] == 1
+    assert got["inference_count"] - before["inference_count"] == sum(batches)
+    assert got["execution_count"] - before["execution_count"] == len(batches)
+    json_format.ParseDict(got, grpc_service_pb2.ModelStatistics())  # the gRPC message's fields, nothing else
 
 
 def test_infers_are_counted_by_request_row_and_batch_size(model_server, model_repository):
