@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
+import time
 
 import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.model_repository import ModelServer
 from xlacs_server.config import Settings
@@ -173,3 +176,43 @@ def test_the_timeout_parameter_is_the_requests_deadline(http, model_repository):
     answer = http.post("/v2/models/keras_gd/infer", json=infer_json(model_repository.batching,
                                                                     parameters={"timeout": 300_000_000}))
     assert answer.status_code == 200
+
+
+def execute_calls_in_flight(http) -> float:
+    for family in text_string_to_metric_families(http.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == "xlacs_calls_in_flight" and sample.labels == {"rpc": "Execute"}:
+                return sample.value
+    return 0.0
+
+
+def wait_for(condition, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout_s} s"
+        time.sleep(0.02)
+
+
+def test_a_waiting_infer_blocks_no_other_request_and_leaves_when_its_client_goes(http, server, model_repository):
+    """Every execute slot held: an infer waits for one in its thread while the event loop answers other requests;
+    its client hanging up ends it (a failure of the model, Cancelled) without it ever running."""
+    gate, stats = server.service.gates.execute, server.models.model("keras_gd").statistics
+    held = [gate.slots_free.acquire(timeout=60) for _ in range(gate.slots)]
+    try:
+        assert all(held)
+        failures = stats.snapshot()["inference_stats"]["fail"]["count"]
+        body = json.dumps(infer_json(model_repository.batching)).encode()
+        host, port = server.http_address.rsplit(":", 1)
+        client = socket.create_connection((host, int(port)), timeout=60)
+        client.sendall(b"POST /v2/models/keras_gd/infer HTTP/1.1\r\nHost: xlacs\r\nContent-Type: application/json\r\n"
+                       + f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        wait_for(lambda: execute_calls_in_flight(http) == 1, "the infer waits for an execute slot")
+        assert http.get("/v2/health/live").status_code == 200
+        assert http.get("/v2/models/keras_gd").json()["name"] == "keras_gd"
+        assert stats.snapshot()["inference_stats"]["fail"]["count"] == failures
+        client.close()
+        wait_for(lambda: stats.snapshot()["inference_stats"]["fail"]["count"] == failures + 1, "a failure counted")
+        assert "went away" in stats.last_error and execute_calls_in_flight(http) == 0
+    finally:
+        for _ in range(sum(held)):
+            gate.slots_free.release()
