@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from xlacs import dtypes, tensors
-from xlacs.saved_model.bundle import OBJECT_GRAPH_KEY, Bundle
+from xlacs.saved_model.bundle import Bundle
 from xlacs.saved_model.loader import SavedModel
 from xlacs.v1 import xlacs_pb2
 
@@ -32,14 +32,22 @@ def initial_values(source, names: Mapping[str, str] | None = None) -> dict[str, 
                   if nodes[i].HasField("variable")}
     else:
         bundle = Bundle(source)
-        values = {key: bundle.tensor(key) for key, entry in bundle.entries.items()
-                  if key != OBJECT_GRAPH_KEY and entry.dtype in dtypes.SUPPORTED}
+        values = {key: bundle.tensor(key) for key, entry in bundle.entries.items() if _numeric(entry.dtype)}
     if names is None:
         return values
     missing = sorted(n for n in names.values() if n not in values)
     if missing:
         raise KeyError(f"{source} has no variable {missing[0]!r}; it has {sorted(values)}")
     return {state_name: values[name] for state_name, name in names.items()}
+
+
+def _numeric(enum: int) -> bool:
+    """Whether a checkpoint tensor of this dtype can be a variable: not its object graph, a string."""
+    try:
+        dtypes.to_numpy(enum)
+    except dtypes.UnsupportedDType:
+        return False
+    return True
 
 
 @dataclasses.dataclass
