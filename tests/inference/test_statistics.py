@@ -96,14 +96,15 @@ def test_latency_quantiles_cover_the_recent_requests():
     stats.close()
 
 
-def test_close_drops_the_series_that_a_version_loaded_again_shares():
+def test_close_drops_the_series_and_a_reload_keeps_them_until_its_last_holder_closes():
     old = fresh("2")
     old.success(0.0, 0.001)
     assert series(old.name, "2")["xlacs_model_requests_total"] == 1
-    reloaded = ModelStatistics(old.name, "2")  # the same version loaded again: its series go on counting
+    reloaded = ModelStatistics(old.name, "2")  # the same version loaded again while the old one drains
     reloaded.success(0.0, 0.001)
-    assert series(old.name, "2")["xlacs_model_requests_total"] == 2
     assert reloaded.snapshot()["inference_stats"]["success"]["count"] == 1  # Triton's counts are the load's own
+    old.close()
+    old.close()  # idempotent: does not take the reloaded one's hold
+    assert series(old.name, "2")["xlacs_model_requests_total"] == 2
     reloaded.close()
-    reloaded.close()  # idempotent
     assert series(old.name, "2") == {}

@@ -126,7 +126,7 @@ def test_a_model_that_failed_to_load_counts_the_requests_it_refused(model_server
     assert scraped(model_server, model_repository.broken, "1")["xlacs_model_failures_total"] >= 1
 
 
-def test_unload_drops_the_series_and_a_load_starts_them_again(tmp_path):
+def test_unload_drops_the_series_a_load_starts_them_and_a_reload_keeps_them(tmp_path):
     built = graphdef_model(tmp_path, "stats_unload", versions=(1, 2))  # version 2 served (latest 1)
     with ModelServer(tmp_path) as server:
         served = server.models.model(built.name, "")
@@ -145,3 +145,10 @@ def test_unload_drops_the_series_and_a_load_starts_them_again(tmp_path):
         again.infer(built.inputs(), None, Background())
         assert scraped(server, built.name, "2")["xlacs_model_requests_total"] == 1
         assert again.statistics.snapshot()["inference_stats"]["success"]["count"] == 1
+
+        server.models.load(built.name)  # loaded again while served: the old load unloads, the series go on
+        reloaded = server.models.model(built.name, "2")
+        assert reloaded is not again and again.state == "UNLOADING"
+        reloaded.infer(built.inputs(), None, Background())
+        assert scraped(server, built.name, "2")["xlacs_model_requests_total"] == 2
+        assert reloaded.statistics.snapshot()["inference_stats"]["success"]["count"] == 1

@@ -2,9 +2,8 @@
 /metrics and the recent latencies the dashboard's models page shows.
 
 Requests arrive on many threads (REST, gRPC, the batcher's), so the counts are kept under one lock; Prometheus'
-children count on their own. The series live in metrics.CORE with labels model and version, so a version loaded
-again shares them with the ServedModel it replaces: the repository closes the statistics of a version it no longer
-serves, and only those.
+children count on their own. The series live in metrics.CORE with labels model and version: a version that is
+reloaded holds them through both of its ServedModels, so they go only when the last holder closes.
 """
 from __future__ import annotations
 
@@ -32,6 +31,9 @@ BATCH_SIZE = Histogram("xlacs_model_batch_size", "Rows of each run of a model ve
                        buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), registry=metrics.CORE)
 _FAMILIES = (REQUESTS, FAILURES, QUEUE_SECONDS, COMPUTE_SECONDS, BATCH_SIZE)
 
+_holders: collections.Counter[tuple[str, str]] = collections.Counter()  # ModelStatistics per (model, version)
+_holders_lock = threading.Lock()
+
 RECENT = 1000  # requests whose latency the quantiles cover
 
 
@@ -58,8 +60,12 @@ class ModelStatistics:
         self._stats = {kind: _duration() for kind in ("success", "fail", "queue", "compute_infer")}
         self._batches: dict[int, dict[str, int]] = {}
         self._latencies: collections.deque[float] = collections.deque(maxlen=RECENT)
-        self._requests, self._failures, self._queue, self._compute, self._batch_size = (
-            family.labels(name, version) for family in _FAMILIES)
+        labels = (name, version)
+        with _holders_lock:
+            _holders[labels] += 1
+            self._requests, self._failures, self._queue, self._compute, self._batch_size = (
+                family.labels(*labels) for family in _FAMILIES)
+        self._closed = False
 
     def success(self, queue_s: float, compute_s: float) -> None:
         """One request answered after `queue_s` waiting and `compute_s` running."""
@@ -115,6 +121,15 @@ class ModelStatistics:
         return {"p50": cuts[49], "p99": cuts[98]}
 
     def close(self) -> None:
-        """Drops the version's Prometheus series: it is unloaded (and not served again by a new load). Idempotent."""
-        for family in _FAMILIES:
-            family.remove(self.name, self.version)
+        """Drops the version's Prometheus series (the model is unloaded) unless another ServedModel of the same
+        version (a reload) still holds them. Idempotent."""
+        with _holders_lock:
+            if self._closed:
+                return
+            self._closed = True
+            labels = (self.name, self.version)
+            _holders[labels] -= 1
+            if _holders[labels] == 0:
+                del _holders[labels]
+                for family in _FAMILIES:
+                    family.remove(*labels)
