@@ -128,26 +128,33 @@ class Endpoints:
     # --- Inference -------------------------------------------------------------------------------
 
     async def infer(self, request: Request, name: str, version: str = "") -> Response:
-        """JSON tensors, or binary data after the JSON (Inference-Header-Content-Length); outputs likewise."""
+        """JSON tensors, or binary data after the JSON (Inference-Header-Content-Length); outputs likewise. The
+        body's decoding, the model's run and the answer's encoding happen in a thread: the event loop only reads
+        and writes bytes, and notices the client leaving."""
+        context = RequestContext()
         body = await self._body(request)
         model = self.models.model(name, version)
-        parsed = infer_request.parse(body, request.headers.get(binary_data.HEADER), model)
-        context = RequestContext(parsed.timeout_s)
+        headers = request.headers
         watch = asyncio.ensure_future(context.watch(request.receive))
         try:
-            outputs = await anyio.to_thread.run_sync(model.infer, parsed.inputs, parsed.outputs, context,
-                                                     limiter=self.infer_threads)
+            content, answer_headers, media_type = await anyio.to_thread.run_sync(
+                self._infer, model, body, headers.get("content-encoding", "identity").lower(),
+                headers.get(binary_data.HEADER), context, limiter=self.infer_threads)
         finally:
             watch.cancel()
-        content, headers, media_type = infer_request.response(model, parsed, outputs)
-        return Response(content, headers=headers, media_type=media_type)
+        return Response(content, headers=answer_headers, media_type=media_type)
+
+    def _infer(self, model, body: bytes, encoding: str, header_length: str | None, context: RequestContext):
+        parsed = infer_request.parse(self._decoded(body, encoding), header_length, model)
+        context.deadline_in(parsed.timeout_s)
+        outputs = model.infer(parsed.inputs, parsed.outputs, context)
+        return infer_request.response(model, parsed, outputs)
 
     # --- Model repository ------------------------------------------------------------------------
 
     async def repository_index(self, request: Request) -> list[dict]:
         """Every model directory's versions, with state and reason; {"ready": true} keeps the READY ones."""
-        body = await self._json(request)
-        parameters.check({k: v for k, v in body.items() if k != "ready"}, (), "the index request")
+        body = parameters.check(await self._json(request), ("ready",), "the index request")
         ready = parameters.flag(body, "ready", "the index request")
         return [{"name": s.name, **({"version": s.version} if s.version else {}), "state": s.state,
                  "reason": s.reason} for s in self.models.index() if not ready or s.state == READY]
@@ -192,7 +199,7 @@ class Endpoints:
         return model
 
     async def _body(self, request: Request) -> bytes:
-        """The request's body, bounded by max_input_bytes (plus room for the JSON); decompressed if it says so."""
+        """The request's body as sent, bounded by max_input_bytes (plus room for the JSON)."""
         length = request.headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_body_bytes:
             self._too_big(int(length))
@@ -202,11 +209,11 @@ class Endpoints:
             if size > self.max_body_bytes:
                 self._too_big(size)
             chunks.append(chunk)
-        return self._decoded(b"".join(chunks), request.headers.get("content-encoding", "identity").lower())
+        return b"".join(chunks)
 
     async def _json(self, request: Request) -> dict:
         """An optional JSON object body (the repository endpoints): {} when empty."""
-        body = await self._body(request)
+        body = self._decoded(await self._body(request), request.headers.get("content-encoding", "identity").lower())
         if not body.strip():
             return {}
         try:
@@ -218,6 +225,7 @@ class Endpoints:
         return value
 
     def _decoded(self, body: bytes, encoding: str) -> bytes:
+        """The body decompressed as its Content-Encoding says, bounded as a body is."""
         if encoding in ("", "identity"):
             return body
         if encoding not in WBITS:
@@ -244,9 +252,14 @@ class RequestContext:
     client's deadline (its "timeout" parameter) and whether the client is still connected (a request that leaves
     stops waiting in the batcher's queue)."""
 
-    def __init__(self, timeout_s: float | None):
-        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    def __init__(self):
+        self.arrived = time.monotonic()
+        self.deadline: float | None = None
         self.gone = threading.Event()
+
+    def deadline_in(self, timeout_s: float | None) -> None:
+        """The client's deadline: `timeout_s` after the request arrived (None: no deadline)."""
+        self.deadline = None if timeout_s is None else self.arrived + timeout_s
 
     def time_remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
