@@ -133,6 +133,11 @@ class ServiceCollector:
                                                             "first, to stay within max_loaded and max_weight_bytes",
                                   value=weights.evictions)
         yield from self._resident()
+        states, state_bytes = self.service.states.totals()
+        yield GaugeMetricFamily("xlacs_states", "Variable states: models trained on the device (bounded by "
+                                                "max_states)", value=states)
+        yield GaugeMetricFamily("xlacs_state_bytes", "Bytes of the variable states' variables (bounded by "
+                                                     "max_state_bytes)", value=state_bytes)
         yield from self._shared_memory()
         yield from self._tiers()
         yield from self._blobs()

@@ -175,10 +175,23 @@ class ResidentTensor(BaseModel):
     expires_in_s: float = Field(description="seconds until the daemon frees it, unless FreeTensors frees it before")
 
 
+class VariableState(BaseModel):
+    id_prefix: str = Field(description="the first characters of its id; the whole id, which lets anyone read and "
+                                       "train the model, is never shown")
+    device: str
+    variables: int
+    bytes: int
+    steps: int = Field(description="Executes run on it")
+    created_unix: float
+    last_used_unix: float | None
+
+
 class Executables(BaseModel):
     executables: list[ExecutableSummary]
     resident: list[ResidentTensor] = Field(description="outputs Executes kept on the device (OutputRequest.keep), "
                                                        "the first to expire first")
+    states: list[VariableState] = Field(default_factory=list, description="variable states (CreateState), the "
+                                                                          "most recently used first")
 
 
 class ExecutableDetail(ExecutableSummary):

@@ -125,7 +125,11 @@ def executables(dash: Dash) -> models.Executables:
     return models.Executables(executables=[models.ExecutableSummary(**_summary(e)) for e in loaded], resident=[
         models.ResidentTensor(handle_prefix=t.handle[:HANDLE_PREFIX], executable_id=t.executable_id, output=t.output,
                               device=t.device, dtype=str(t.dtype), shape=list(t.shape), bytes=t.nbytes,
-                              expires_in_s=max(0.0, t.expires - now)) for t in dash.service.resident.tensors()])
+                              expires_in_s=max(0.0, t.expires - now)) for t in dash.service.resident.tensors()],
+        states=[models.VariableState(id_prefix=s.id[:HANDLE_PREFIX], device=s.device.name, variables=len(s.variables),
+                                     bytes=s.nbytes, steps=s.steps, created_unix=s.created,
+                                     last_used_unix=s.last_used or None)
+                for s in sorted(dash.service.states.states(), key=lambda s: s.last_used or s.created, reverse=True)])
 
 
 def executable(dash: Dash, key: CacheKey) -> models.ExecutableDetail:
