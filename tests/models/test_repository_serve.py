@@ -9,11 +9,15 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from tests.cache.conftest import SECRET, ServeProcess
 from tests.model_repository import Context, ModelServer, failing_model, graphdef_model, saved_model
 from xlacs.cli import build_parser
+from xlacs_server.config import Settings
+from xlacs_server.errors import NotFound
 from xlacs_server.main import settings_from_args
+from xlacs_server.service import CompilationService
 
 LOG_WAIT_S = 300
 
@@ -69,3 +73,16 @@ def test_serve_refuses_a_model_repository_that_is_not_a_directory(tmp_path):
     assert done.returncode == 1
     assert f"xlacs serve: model_repository '{tmp_path / 'absent'}' is not a directory: give the directory holding " \
            "one directory per model" in done.stderr
+
+
+def test_a_daemon_without_a_repository_serves_no_model_and_says_how_to_serve_one():
+    service = CompilationService(Settings(cache_dir=""))
+    try:
+        assert service.models.ready and service.models.index() == []
+        with pytest.raises(NotFound, match="no model 'm' \\(the daemon has no model repository: start it with "
+                                           "--model-repository DIR\\)"):
+            service.models.load("m")
+        with pytest.raises(NotFound, match="no model 'm'; the models served are none"):
+            service.models.model("m")
+    finally:
+        service.close()
