@@ -42,12 +42,18 @@ class ProtocolError(BaseModel):
     error: str
 
 
+class Readiness(BaseModel):
+    """The server's readiness, and why not."""
+    ready: bool
+    reason: str | None = None
+
+
 def router(service, unready: Callable[[], str]) -> APIRouter:
     """The protocol's endpoints over `service`; `unready` says why the daemon takes no requests now ("" when it
     does), as the dashboard's /readyz does."""
     endpoints = Endpoints(service, unready)
     api = APIRouter(tags=["inference"], route_class=_answering_errors(service.counters))
-    error = {code: {"model": ProtocolError} for code in (400, 404, 429, 500, 501, 503)}
+    error = {code: {"model": ProtocolError} for code in (400, 401, 404, 429, 500, 501, 503, 504)}
     model_paths = ("/v2/models/{name}", "/v2/models/{name}/versions/{version}")
     for method, paths, handler in [
         ("GET", ("/v2",), endpoints.server_metadata),
@@ -63,7 +69,8 @@ def router(service, unready: Callable[[], str]) -> APIRouter:
         ("POST", ("/v2/repository/models/{name}/unload",), endpoints.unload),
     ]:
         for path in paths:
-            api.add_api_route(path, handler, methods=[method], responses=error)
+            api.add_api_route(path, handler, methods=[method],
+                              responses={503: {"model": Readiness}} if handler == endpoints.ready else error)
     api.add_api_route("/v2/{path:path}", endpoints.no_endpoint, include_in_schema=False,
                       methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
     return api
