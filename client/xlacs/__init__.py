@@ -2,10 +2,10 @@
 from xlacs.auth import tls_credentials
 from xlacs.client import Client, Executable
 from xlacs.errors import ErrorDetails, error_details
-from xlacs.freeze import FrozenGraph, freeze
+from xlacs.freeze import FrozenGraph, UnfrozenGraph, freeze, unfrozen
 from xlacs.resident import ResidentTensor
 from xlacs.shared_memory import SharedMemory
 from xlacs.states import State
 
 __all__ = ["Client", "ErrorDetails", "Executable", "error_details", "FrozenGraph", "freeze", "ResidentTensor",
-           "SharedMemory", "State", "tls_credentials"]
+           "SharedMemory", "State", "tls_credentials", "UnfrozenGraph", "unfrozen"]

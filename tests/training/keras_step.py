@@ -1,11 +1,10 @@
-"""A Keras classifier's training step exported as an unfrozen graph and compiled by xlacs: the model, optimizers
-and batches tests/lower/test_ops_training.py checks op by op, here run on variable states."""
+"""A Keras classifier's training step exported as an unfrozen graph (xlacs.unfrozen) and compiled by xlacs: the
+model, optimizers and batches tests/lower/test_ops_training.py checks op by op, here run on variable states."""
 import keras
-import numpy as np
 import tensorflow as tf
 
 from tests.lower.test_ops_training import KERAS_OPTIMIZERS, classification_batches  # noqa: F401 (re-exported)
-from tests.lower.test_variables import unfrozen
+from xlacs import unfrozen
 
 ROWS = 16
 
@@ -26,9 +25,6 @@ def keras_step(client, optimizer, hidden: int = 8, device: str = ""):
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
-    data, feeds, fetches, captured = unfrozen(step, tf.TensorSpec([ROWS, 4], tf.float32),
-                                              tf.TensorSpec([ROWS], tf.int32))
-    declared = {n: spec for n, (spec, _) in captured.items()}
-    executable = client.compile(data, {feeds[0]: (np.float32, (ROWS, 4)), feeds[1]: (np.int32, (ROWS,)), **declared},
-                                fetches, device=device)
-    return step, executable, {n.rsplit(":", 1)[0]: var for n, (_, var) in captured.items()}
+    graph = unfrozen(step, tf.TensorSpec([ROWS, 4], tf.float32), tf.TensorSpec([ROWS], tf.int32))
+    executable = client.compile(graph.graph_def, graph.feeds, graph.fetches, device=device)
+    return step, executable, graph.variables
