@@ -227,6 +227,25 @@ def _throughput(results: dict) -> list[str]:
             *_table(["clients", "requests/s", "p50 ms", "p99 ms", "calls of the slowest client"], rows)]
 
 
+def _training(results: dict) -> list[str]:
+    t = results.get("training")
+    if t is None:
+        return []
+    runners = ("xlacs", "TF graph mode", "TF XLA")
+    rows = [[name, *[_ms(r[p]["p50_ms"]) for p in runners], *[_ms(r[p]["p99_ms"]) for p in runners],
+             f"{r['xlacs_over_tf_graph']:.2f}×", f"{r['xlacs_over_tf_xla']:.2f}×", _bytes(r["state_bytes"])]
+            for name, r in t["by_optimizer"].items()]
+    alone = f" Measured alone (`benchmarks.run --only training`, {t['started']})." if "started" in t else ""
+    return ["## Training step (ms)", "",
+            f"{t['model']}: one Keras training step (forward, gradients, `optimizer.apply_gradients`) per call. "
+            "xlacs runs the unfrozen graph on a variable state (docs/training.md): the batch goes, the loss comes "
+            "back, the model and its optimizer slots stay on the daemon's device and are updated in place. TF graph "
+            "mode is the tf.function, TF XLA the same with jit_compile=True, both in the benchmark's process; the "
+            f"three interleaved. Load average {t['load_average']:.1f} at the end.{alone}", "",
+            *_table(["optimizer", *[f"{p} p50" for p in runners], *[f"{p} p99" for p in runners],
+                     "xlacs / TF graph", "xlacs / TF XLA", "state"], rows)]
+
+
 def _scaling(results: dict) -> list[str]:
     rows = []
     for row in results["scaling"]["rows"]:
@@ -278,5 +297,6 @@ def render(results: dict) -> str:
              "measured side by side, not bare times.", "",
              *_goals(results), *goals.analysis(results), *_compile(results), *_compile_by_digest(results),
              *_execute(results), *_tiny(results),
-             *_transfer(results), *_throughput(results), *_scaling(results), *_profiles(results)]
+             *_transfer(results), *_throughput(results), *_training(results), *_scaling(results),
+             *_profiles(results)]
     return "\n".join(lines).rstrip() + "\n"

@@ -5,6 +5,7 @@ Writes docs/benchmarks.md and docs/benchmarks.json.
     .venv/bin/python -m benchmarks.run [--quick] [--models MobileNetV2,LSTM] [--out DIR]
     .venv/bin/python -m benchmarks.run [--quick] --only compile_by_digest    # that section alone, into DIR's files
     .venv/bin/python -m benchmarks.run [--quick] --only transport    # the tiny round trip, transfer, client memory
+    .venv/bin/python -m benchmarks.run [--quick] --only training    # the training step beside TF graph and TF XLA
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from benchmarks import (compile_by_digest, compile_latency, execute_latency, machine, models, profiles,  # noqa: E402
-                        report, scaling, shared_memory, throughput, transport)
+                        report, scaling, shared_memory, throughput, training, transport)
 from benchmarks.peers import IN_PROCESS  # noqa: E402
 from benchmarks.peers.remote import PeerProcesses  # noqa: E402
 from benchmarks.processes import RedisServer, ServeProcess, redis_env  # noqa: E402
@@ -43,15 +44,16 @@ class Budget:
     chain_layers: tuple[int, ...]
     weight_mb: tuple[int, ...]
     profile_s: float
+    training_s: float  # per optimizer, the three runners interleaved
 
 
 MODES = {
     "quick": Budget(compile_rounds=1, l1_repeats=3, execute_s=1.5, tiny_s=2, transfer_mb=(1, 64), transfer_s=1,
                     concurrencies=(1, 4, 16, 64), throughput_s=2, chain_layers=(10, 100, 400),
-                    weight_mb=(1, 16, 64), profile_s=2),
+                    weight_mb=(1, 16, 64), profile_s=2, training_s=2),
     "full": Budget(compile_rounds=3, l1_repeats=10, execute_s=6, tiny_s=10, transfer_mb=(1, 64, 512),
                    transfer_s=5, concurrencies=(1, 4, 16, 64), throughput_s=8, chain_layers=(10, 100, 400, 1000),
-                   weight_mb=(1, 16, 64, 256), profile_s=4),
+                   weight_mb=(1, 16, 64, 256), profile_s=4, training_s=6),
 }
 
 
@@ -127,6 +129,18 @@ def _transport_section(results: dict, directory: pathlib.Path, budget: Budget) -
                                      "load_average": os.getloadavg()[0]}
 
 
+def _training_section(results: dict, directory: pathlib.Path, budget: Budget) -> None:
+    """The training step (benchmarks/training.py) on a daemon of its own."""
+    server = ServeProcess(directory)
+    try:
+        with server.client() as client:
+            _step("training step")
+            results["training"] = {**training.measure(client, list(training.OPTIMIZERS), budget.training_s),
+                                   "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    finally:
+        server.stop()
+
+
 def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerProcesses, directory: pathlib.Path,
                         budget: Budget) -> None:
     """Every measurement from compile latency to the profiles, while the peer processes run (idle but for
@@ -154,6 +168,8 @@ def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerPro
                 small = by_name.get(THROUGHPUT_MODEL) or models.BUILDERS[THROUGHPUT_MODEL]()
                 results["throughput"] = {"model": small.name, "by_clients": throughput.measure(
                     server.address, small, list(budget.concurrencies), budget.throughput_s)}
+                _step("training step")
+                results["training"] = training.measure(client, list(training.OPTIMIZERS), budget.training_s)
                 _step("profiles")
                 results["profiles"] = _profiles(server, client, by_name, directory, redis_server, budget)
         finally:
@@ -197,6 +213,8 @@ def run_section(section: str, mode: str, out_dir: pathlib.Path) -> dict:
     print(f"logs in {directory}", flush=True)
     if section == "transport":
         _transport_section(results, directory, MODES[mode])
+    elif section == "training":
+        _training_section(results, directory, MODES[mode])
     else:
         redis_server = RedisServer(directory)
         try:
@@ -221,7 +239,7 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(models.BUILDERS),
                         help=f"comma-separated subset of {', '.join(models.BUILDERS)}")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "docs", help="where the .md and .json go")
-    parser.add_argument("--only", choices=["compile_by_digest", "transport"],
+    parser.add_argument("--only", choices=["compile_by_digest", "transport", "training"],
                         help="measure this section alone and update it in --out's files (the rest keep their figures)")
     args = parser.parse_args()
     if args.only:
