@@ -14,6 +14,10 @@ class HttpServer:
     def __init__(self, app, host: str, port: int):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.create_server((host, port), family=family)
+        # Accepted connections inherit TCP_NODELAY. asyncio sets it only on sockets made with proto IPPROTO_TCP,
+        # which create_server's are not: uvicorn writes an answer's head and body apart, and Nagle's algorithm held
+        # the body until the client's delayed ACK, 40 ms a request (measured: 45 ms against 2.5 ms for /healthz).
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.host = host
         self.port = self._socket.getsockname()[1]
         # log_config=None: the daemon's logging setup applies; no access log, since pages poll every few seconds.
