@@ -1,12 +1,28 @@
-"""A Keras classifier's training step exported as an unfrozen graph (xlacs.unfrozen) and compiled by xlacs: the
-model, optimizers and batches tests/lower/test_ops_training.py checks op by op, here run on variable states."""
+"""A Keras classifier's training step exported as an unfrozen graph (xlacs.unfrozen) and compiled by xlacs, with the
+optimizers the issue names and batches of a learnable task: tests/lower/test_ops_training.py feeds its variables
+back step by step, tests/training runs it on variable states."""
 import keras
+import numpy as np
 import tensorflow as tf
 
-from tests.lower.test_ops_training import KERAS_OPTIMIZERS, classification_batches  # noqa: F401 (re-exported)
 from xlacs import unfrozen
 
 ROWS = 16
+KERAS_OPTIMIZERS = {
+    "SGD-momentum": lambda: keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True),
+    "Adam": lambda: keras.optimizers.Adam(0.01),
+    "Adagrad": lambda: keras.optimizers.Adagrad(0.1),
+    "RMSprop": lambda: keras.optimizers.RMSprop(0.01, momentum=0.5, centered=True),
+    "Ftrl": lambda: keras.optimizers.Ftrl(0.1, l1_regularization_strength=0.01),
+}
+
+
+def classification_batches(steps: int, rows: int = ROWS):
+    """Batches of a learnable task: the label is the largest of three linear features."""
+    rng = np.random.default_rng(5)
+    features = rng.normal(size=(4, 3))
+    xs = [rng.normal(size=(rows, 4)).astype(np.float32) for _ in range(steps)]
+    return [(x, np.argmax(x @ features, axis=1).astype(np.int32)) for x in xs]
 
 
 def keras_step(client, optimizer, hidden: int = 8, device: str = ""):
