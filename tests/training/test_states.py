@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import RunningServer
-from xlacs import Client, error_details
+from xlacs import Client, error_details, unfrozen
 from xlacs_server.config import Settings
 from xlacs_server.daemon_process import DaemonProcess
 
@@ -186,3 +186,42 @@ def test_a_state_on_another_device_is_refused_naming_both(tmp_path):
                 np.testing.assert_array_equal(added, [1, 1])
     finally:
         daemon.stop()
+
+
+def test_an_executable_from_the_cache_still_updates_in_place(tmp_path):
+    """The donation is part of the serialized program: a daemon that loads the step from the disk tier compiles
+    nothing and still updates the state in place."""
+    for restart in range(2):
+        running = RunningServer(Settings(cache_dir=str(tmp_path / "cache")))
+        try:
+            with Client(running.address, timeout=120) as client:
+                executable = compile_accumulator(client)
+                assert (executable.cache == "miss") == (restart == 0), executable.cache
+                with client.create_state(values()) as state:
+                    before = running.service.states.get(state.id).variables["w"]
+                    executable(np.ones(2, np.float32), state=state)
+                    added, _ = executable(np.ones(2, np.float32), state=state)
+                    np.testing.assert_array_equal(added, [2, 2])
+                    assert before.is_deleted()
+        finally:
+            running.stop()
+
+
+def test_a_step_with_a_loop_runs_on_a_state_in_an_execution_worker(client, server):
+    total = tf.Variable(np.zeros(2, np.float32))
+
+    @tf.function
+    def step(x):
+        summed = tf.while_loop(lambda i, acc: i < 3, lambda i, acc: (i + 1, acc + x), [0, tf.zeros(2)])[1]
+        total.assign_add(summed)
+        return summed
+
+    graph = unfrozen(step, tf.TensorSpec([2], tf.float32))
+    executable = client.compile(graph.graph_def, graph.feeds, graph.fetches)
+    assert server.service.loaded(executable.id).executable.isolated
+    with client.create_state(graph.values()) as state:
+        for _ in range(2):
+            (summed,) = executable(np.array([1, 2], np.float32), state=state)
+            np.testing.assert_array_equal(summed, [3, 6])
+        (read,) = state.read().values()
+        np.testing.assert_array_equal(read, [6, 12])
