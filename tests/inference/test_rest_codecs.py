@@ -9,17 +9,18 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from xlacs_server.errors import InvalidRequest, Unimplemented
+from xlacs_server.errors import InvalidRequest, Unavailable, Unimplemented
 from xlacs_server.inference import binary_data, infer_request, json_tensors
 from xlacs_server.models.datatypes import DATATYPES, to_numpy
 from xlacs_server.models.model import TensorMetadata
 
 
 class Model:
-    """What the codecs read of a served model: its name, version, inputs and max_batch_size."""
+    """What the codecs read of a served model: its name, version, state, reason, inputs and max_batch_size."""
 
-    def __init__(self, inputs: list[TensorMetadata], max_batch_size: int = 0):
+    def __init__(self, inputs: list[TensorMetadata], max_batch_size: int = 0, state: str = "READY"):
         self.name, self.version, self.inputs, self.max_batch_size = "m", "1", inputs, max_batch_size
+        self.state, self.reason = state, "" if state == "READY" else "its load failed"
 
     def __repr__(self) -> str:
         return "model 'm' version 1"
@@ -109,6 +110,8 @@ def test_a_raw_binary_body_is_the_only_input_a_batch_of_one():
     assert request.outputs is None and request.binary_default
     with pytest.raises(InvalidRequest, match="does not fit input 'x'"):
         infer_request.parse(x.tobytes()[:20], "0", model)
+    with pytest.raises(Unavailable, match="model 'm' version 1 is LOADING: its load failed"):
+        infer_request.parse(x.tobytes(), "0", Model([], state="LOADING"))
     with pytest.raises(InvalidRequest, match="needs a model of one input"):
         infer_request.parse(x.tobytes(), "0", Model([TensorMetadata("a", "FP32", (2,)),
                                                      TensorMetadata("b", "FP32", (2,))]))

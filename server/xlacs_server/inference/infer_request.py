@@ -9,9 +9,10 @@ import json
 
 import numpy as np
 
-from xlacs_server.errors import InvalidRequest
+from xlacs_server.errors import InvalidRequest, Unavailable
 from xlacs_server.inference import binary_data, json_tensors, parameters
 from xlacs_server.models import datatypes
+from xlacs_server.models.model import READY
 
 
 @dataclasses.dataclass
@@ -80,6 +81,13 @@ def response(model, request: InferRequest, outputs: dict[str, np.ndarray]) -> tu
     return binary_data.body(header, chunks)
 
 
+def ready(model):
+    """`model`, READY: its inputs and outputs are known. Unavailable with its state and reason otherwise."""
+    if model.state != READY:
+        raise Unavailable(f"{model!r} is {model.state}" + (f": {model.reason}" if model.reason else ""))
+    return model
+
+
 def _input(item, reader: binary_data.Reader) -> tuple[str, np.ndarray]:
     name = _name(item, "an input")
     where = f"input {name!r}"
@@ -101,7 +109,7 @@ def _input(item, reader: binary_data.Reader) -> tuple[str, np.ndarray]:
 def _raw(binary: memoryview, model) -> InferRequest:
     """A body of one input's bytes alone (Inference-Header-Content-Length 0): the model's only input, a batch of one
     for a batching model, its one variable dim (if any) from the size; every output as binary data."""
-    if len(model.inputs) != 1:
+    if len(ready(model).inputs) != 1:
         raise InvalidRequest(f"a raw binary request (Inference-Header-Content-Length 0) needs a model of one input; "
                              f"{model!r} takes {[i.name for i in model.inputs]}: send the JSON object first")
     meta = model.inputs[0]

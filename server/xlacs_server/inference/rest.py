@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from pydantic import BaseModel
 
 from xlacs_server import version as xlacs_version
-from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unavailable, Unimplemented
+from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unimplemented
 from xlacs_server.inference import binary_data, infer_request, parameters, status
 from xlacs_server.models.model import READY
 from xlacs_server.rpc.server import REQUEST_HEADROOM_BYTES
@@ -200,10 +200,7 @@ class Endpoints:
     # --- Helpers ---------------------------------------------------------------------------------
 
     def _ready(self, name: str, version: str):
-        model = self.models.model(name, version)
-        if model.state != READY:
-            raise Unavailable(f"{model!r} is {model.state}" + (f": {model.reason}" if model.reason else ""))
-        return model
+        return infer_request.ready(self.models.model(name, version))
 
     async def _body(self, request: Request) -> bytes:
         """The request's body as sent, bounded by max_input_bytes (plus room for the JSON)."""
