@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import RunningServer
-from xlacs import Client, error_details, unfrozen
+from xlacs import Client, dtypes, error_details, unfrozen
+from xlacs.v1 import xlacs_pb2
 from xlacs_server.config import Settings
 from xlacs_server.daemon_process import DaemonProcess
 
@@ -225,3 +226,17 @@ def test_a_step_with_a_loop_runs_on_a_state_in_an_execution_worker(client, serve
             np.testing.assert_array_equal(summed, [3, 6])
         (read,) = state.read().values()
         np.testing.assert_array_equal(read, [6, 12])
+
+
+def test_create_state_refuses_malformed_variables_naming_them(client):
+    def create(*tensors):
+        return lambda: client.stub.CreateState(xlacs_pb2.CreateStateRequest(variables=tensors))
+    good = xlacs_pb2.Tensor(name="w", dtype=dtypes.from_numpy(np.float32), shape=[2], content=bytes(8))
+    short = xlacs_pb2.Tensor(name="w", dtype=dtypes.from_numpy(np.float32), shape=[2], content=bytes(7))
+    assert "'w'" in refusal(create(short), grpc.StatusCode.INVALID_ARGUMENT)
+    assert "more than once" in refusal(create(good, good), grpc.StatusCode.INVALID_ARGUMENT)
+    by_handle = xlacs_pb2.Tensor(name="w", dtype=dtypes.from_numpy(np.float32), shape=[2], handle="h")
+    assert "as their bytes" in refusal(create(by_handle), grpc.StatusCode.INVALID_ARGUMENT)
+    assert "not served" in refusal(lambda: client.create_state(values(), device="cpu:7"),
+                                   grpc.StatusCode.FAILED_PRECONDITION)
+    assert client.stats().states == 0
