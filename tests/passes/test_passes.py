@@ -18,7 +18,7 @@ PIPELINE = [
     ("POST_IMPORT", "inline_calls"),
     ("OPTIMIZATION", "mark_for_compilation"), ("OPTIMIZATION", "remove_identities"), ("OPTIMIZATION", "constant_fold"),
     ("OPTIMIZATION", "cse"), ("OPTIMIZATION", "dce"),
-    ("PRE_LOWERING", "infer_shapes"), ("PRE_LOWERING", "fold_batch_norm"),
+    ("PRE_LOWERING", "infer_shapes"), ("PRE_LOWERING", "fold_batch_norm"), ("PRE_LOWERING", "winograd"),
 ]
 
 

@@ -2,4 +2,4 @@
 Importing this package registers them all."""
 from xlacs_server.passes import (  # noqa: F401
     constant_fold, cse, fold_batch_norm, function_calls, functionalize, infer_shapes, inline, mark_for_compilation,
-    prune, remove_identities)
+    prune, remove_identities, winograd)

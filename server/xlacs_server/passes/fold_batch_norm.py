@@ -18,6 +18,7 @@ import dataclasses
 
 import numpy as np
 
+from xlacs_server.graph.attrs import Shape
 from xlacs_server.graph.ir import Endpoint, Graph, Node
 from xlacs_server.graph.op_defs import default_attrs
 from xlacs_server.passes.registry import Grouping, register_pass
@@ -36,6 +37,7 @@ class _Fold:
     data_format: str
     channels: int  # the output channels
     filter_channels: tuple[int, ...]  # the shape s takes to scale the filter
+    filter_shape: tuple[int, ...]
     scale: Endpoint  # the BatchNorm's scale (FusedBatchNorm) or s (Mul)
     shift: tuple[Endpoint, Endpoint, Endpoint, float] | None  # (offset, mean, variance, epsilon) of a FusedBatchNorm
 
@@ -112,7 +114,8 @@ def _match(graph: Graph, node: Node, only: set[str], readers) -> _Fold | None:
     if node.op == "Mul" and (layouts != {"NHWC"} or not scale_shape or scale_shape[-1] != channels or
                              any(d != 1 for d in scale_shape[:-1])):
         return None
-    return _Fold(node, conv, bias_add, attrs["T"], data_format, channels, filter_channels, scale, shift)
+    return _Fold(node, conv, bias_add, attrs["T"], data_format, channels, filter_channels, tuple(filter_shape), scale,
+                 shift)
 
 
 def _reads_statistics(graph: Graph, node: Node, readers) -> bool:
@@ -151,7 +154,9 @@ def _rewrite(nodes: dict[str, Node], fold: _Fold) -> None:
         scaled = add("bias_s", "Mul", [fold.bias_add.inputs[1], s], t)
         bias = scaled if bias is None else add("bias", "AddV2", [scaled, bias], t)
         del nodes[fold.bias_add.name]
-    filter_ = add("filter", "Mul", [fold.conv.inputs[1], reshape("filter_scale", s, fold.filter_channels)], t)
+    # The scaled filter keeps the filter's shape, which the passes after this one read (passes/winograd.py).
+    filter_ = add("filter", "Mul", [fold.conv.inputs[1], reshape("filter_scale", s, fold.filter_channels)],
+                  {**t, "_output_shapes": [Shape(fold.filter_shape)]})
     control = list(dict.fromkeys([*conv.control_inputs, *root.control_inputs]))
     if bias is None:
         del nodes[conv.name]
