@@ -1,5 +1,7 @@
 """Statistics of served models after real infers on a real daemon: Triton's counts, the failures, the batch sizes,
 and the Prometheus series the dashboard's /metrics shows (parsed with prometheus_client's parser), gone on unload."""
+import threading
+
 import httpx
 import numpy as np
 import pytest
@@ -152,3 +154,36 @@ def test_unload_drops_the_series_a_load_starts_them_and_a_reload_keeps_them(tmp_
         reloaded.infer(built.inputs(), None, Background())
         assert scraped(server, built.name, "2")["xlacs_model_requests_total"] == 2
         assert reloaded.statistics.snapshot()["inference_stats"]["success"]["count"] == 1
+
+
+def test_the_dynamic_batcher_merges_requests_into_one_run_of_the_batch_size(tmp_path):
+    # A delay no test waits out: the batch leaves when its 8 rows (max_batch_size) are queued.
+    built = graphdef_model(tmp_path, "stats_batched", max_batch_size=8,
+                           extra_config="dynamic_batching { max_queue_delay_microseconds: 60000000 }")
+    with ModelServer(tmp_path) as server:
+        served = server.models.model(built.name, "1")
+        requests = [built.inputs(batch=rows, seed=i) for i, rows in enumerate((1, 1, 2, 1, 3))]  # 8 rows
+        outputs = [None] * len(requests)
+
+        def infer(i):
+            outputs[i] = served.infer(requests[i], None, Background())
+        clients = [threading.Thread(target=infer, args=(i,)) for i in range(len(requests))]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join(timeout=120)
+            assert not c.is_alive()
+        for inputs, got in zip(requests, outputs):
+            np.testing.assert_allclose(got[built.output], built.expected(inputs)[built.output], rtol=1e-5,
+                                       atol=1e-5)
+
+        s = served.statistics.snapshot()
+        assert s["inference_stats"]["success"]["count"] == len(requests)
+        assert s["execution_count"] == 1 and s["inference_count"] == 8
+        assert [(b["batch_size"], b["compute_infer"]["count"]) for b in s["batch_stats"]] == [(8, 1)]
+        # The first requests waited in the queue for the rows after them
+        assert s["inference_stats"]["queue"]["count"] == len(requests) and s["inference_stats"]["queue"]["ns"] > 0
+        assert s["inference_stats"]["compute_infer"]["count"] == len(requests)
+        got = scraped(server, built.name, "1")
+        assert got["xlacs_model_batch_size_count"] == 1 and got["xlacs_model_batch_size_sum"] == 8
+        assert got["xlacs_model_requests_total"] == len(requests)
