@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from xlacs_server.batching.dynamic_batcher import DynamicBatcher
 from xlacs_server.buckets.sizes import bucket_sizes
 from xlacs_server.errors import InvalidRequest, NotFound, Unavailable
 from xlacs_server.inference.v2 import model_config_pb2
@@ -61,7 +62,7 @@ class ServedModel:
         self.inputs: list[TensorMetadata] = []
         self.outputs: list[TensorMetadata] = []
         self.statistics = ModelStatistics(self.name, self.version)
-        self.batcher = None  # the dynamic batcher (batching/) of a config with dynamic_batching
+        self.batcher: DynamicBatcher | None = None  # a config with dynamic_batching has one
         self._service = service
         self._version_dir = version_dir
         self._source: source.Source | None = None
@@ -174,14 +175,12 @@ class ServedModel:
             for o in outputs if o.name not in configured)
         return outputs
 
-    def _batcher(self):
-        from xlacs_server.batching import DynamicBatcher  # batching/ imports models/ for the statistics' type
+    def _batcher(self) -> DynamicBatcher:
         batching = self.config.dynamic_batching
         return DynamicBatcher(self.run, name=f"{self.name}/{self.version}", max_batch_size=self.max_batch_size,
                               max_queue_delay_s=batching.max_queue_delay_microseconds / 1e6,
                               preferred_batch_sizes=tuple(batching.preferred_batch_size),
-                              max_queue_size=batching.default_queue_policy.max_queue_size,
-                              statistics=self.statistics)
+                              max_queue_size=batching.default_queue_policy.max_queue_size)
 
     # --- Infer -----------------------------------------------------------------------------------
 
