@@ -167,6 +167,12 @@ class UnknownState(NotFound):
                          "its variables (CreateState)", state_id=state_id[:ECHO_CHARS])
 
 
+class StateLost(XlacsError):
+    """A variable state whose buffers a failed step had already donated to its program (execute/states.py): its
+    values are gone, and only a new state brings the model back."""
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
 class UnknownHandle(NotFound):
     """A resident tensor's handle (execute/resident.py) names none on this daemon: it was freed, its time to live
     ran out, or another daemon kept it. Its own reason, so that a client tells it from an executable it must

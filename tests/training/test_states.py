@@ -240,3 +240,15 @@ def test_create_state_refuses_malformed_variables_naming_them(client):
     assert "not served" in refusal(lambda: client.create_state(values(), device="cpu:7"),
                                    grpc.StatusCode.FAILED_PRECONDITION)
     assert client.stats().states == 0
+
+
+def test_a_state_whose_buffers_a_failed_step_consumed_says_so(client, server):
+    """A step that fails after its program took the donated buffers leaves the state without them (here the buffer
+    is deleted by hand, as such a failure leaves it): the next step is FAILED_PRECONDITION naming the variable, and
+    the state can still be deleted."""
+    executable = compile_accumulator(client)
+    with client.create_state(values()) as state:
+        server.service.states.get(state.id).variables["w"].delete()
+        message = refusal(lambda: executable(np.ones(2, np.float32), state=state), grpc.StatusCode.FAILED_PRECONDITION)
+        assert "'w'" in message and "create it again" in message
+        assert "'w'" in refusal(state.read, grpc.StatusCode.FAILED_PRECONDITION)

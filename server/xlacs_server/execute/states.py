@@ -19,7 +19,7 @@ from typing import Iterator
 import jax
 import numpy as np
 
-from xlacs_server.errors import InvalidRequest, LimitExceeded, UnknownState
+from xlacs_server.errors import InvalidRequest, LimitExceeded, StateLost, UnknownState
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.executable import LoadedExecutable
 from xlacs_server.execute.program import device_put
@@ -47,6 +47,7 @@ class VariableState:
             raise InvalidRequest(f"state {self.id[:6]}… lives on {self.device.name}, executable {loaded.id} runs on "
                                  f"{loaded.executable.device.name}: create the state on {loaded.executable.device.name}"
                                  f" (CreateStateRequest.device) or compile for {self.device.name}")
+        self.check_intact()
         given = {}
         for sig in loaded.inputs:
             if not sig.name.startswith(INPUT_PREFIX):
@@ -61,6 +62,14 @@ class VariableState:
                                      f"{value.dtype}{list(value.shape)}", variable=name)
             given[sig.name] = value
         return given
+
+    def check_intact(self) -> None:
+        """FAILED_PRECONDITION when a step failed after its program had taken the variables' buffers over."""
+        lost = sorted(n for n, a in self.variables.items() if a.is_deleted())
+        if lost:
+            raise StateLost(f"variable {lost[0]!r} of state {self.id[:6]}… is gone: a step failed after its program "
+                            "had taken the variables' buffers over; delete the state and create it again from the "
+                            "last variables you read", variable=lost[0])
 
     def assign(self, names: list[str], values: list) -> None:
         """The values a step assigned (outputs named `variables/<name>`), in place of the old ones."""
@@ -120,6 +129,7 @@ class VariableStates:
         state = self.get(state_id)
         with state.lock:
             self._check_live(state)
+            state.check_intact()
             unknown = sorted(set(names) - state.variables.keys())
             if unknown:
                 raise InvalidRequest(f"variable {unknown[0]!r} is not in state {state_id[:6]}…; it holds "
