@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from tests.inference import tritonclient
 from tests.model_repository import ModelServer, graphdef_model, saved_model
@@ -218,3 +219,30 @@ def test_unload_and_load_with_a_config_through_the_client(tmp_path):
     assert seen["load_nope"][0] == "404" and "no model 'nope'" in seen["load_nope"][1]
     assert seen["load_sm"][0] == "400" and "instance_group" in seen["load_sm"][1]
     assert seen["load_files"][0] == "501" and "repository directory" in seen["load_files"][1]
+@pytest.mark.parametrize("binary", [True, False])
+def test_concurrent_requests_to_a_batching_model_are_merged(tmp_path, binary):
+    """Sixteen requests at once from tritonclient's async_infer: the event loop keeps taking them while earlier
+    ones wait in the batcher, which merges them (fewer runs than requests), each answer its own rows."""
+    repo = tmp_path / "models"
+    built = graphdef_model(repo, "gd", max_batch_size=8, extra_config="""
+        dynamic_batching { max_queue_delay_microseconds: 2000000 }
+        """)
+    script = CLIENT + '''
+client = http.InferenceServerClient(args["url"], concurrency=16, network_timeout=300, connection_timeout=300)
+pending = []
+for i in range(16):
+    given = http.InferInput("x", [1, 4], "FP32")
+    given.set_data_from_numpy(arrays[str(i)], binary_data=args["binary"])
+    pending.append(client.async_infer("gd", [given]))
+outputs = {str(i): p.get_result(timeout=300).as_numpy("Identity") for i, p in enumerate(pending)}
+reply(arrays=outputs, result=client.get_inference_statistics("gd"))
+'''
+    inputs = [built.inputs(batch=1, seed=i) for i in range(16)]
+    with ModelServer(repo) as server:
+        got, stats = tritonclient.run(script, tmp_path / "client", {str(i): x["x"] for i, x in enumerate(inputs)},
+                                      url=server.http_address, binary=binary)
+    for i, x in enumerate(inputs):
+        np.testing.assert_allclose(got[str(i)], built.expected(x)["Identity"], rtol=1e-5, atol=1e-5)
+    (stats,) = stats["model_stats"]
+    assert stats["inference_count"] == 16 and stats["execution_count"] < 16
+    assert max(b["batch_size"] for b in stats["batch_stats"]) > 1
