@@ -219,6 +219,8 @@ def test_unload_and_load_with_a_config_through_the_client(tmp_path):
     assert seen["load_nope"][0] == "404" and "no model 'nope'" in seen["load_nope"][1]
     assert seen["load_sm"][0] == "400" and "instance_group" in seen["load_sm"][1]
     assert seen["load_files"][0] == "501" and "repository directory" in seen["load_files"][1]
+
+
 @pytest.mark.parametrize("binary", [True, False])
 def test_concurrent_requests_to_a_batching_model_are_merged(tmp_path, binary):
     """Sixteen requests at once from tritonclient's async_infer: the event loop keeps taking them while earlier
