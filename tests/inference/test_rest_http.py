@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.model_repository import ModelServer
+from tests.model_repository import ModelServer, graphdef_model
 from xlacs_server.config import Settings
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
@@ -216,3 +216,15 @@ def test_a_waiting_infer_blocks_no_other_request_and_leaves_when_its_client_goes
     finally:
         for _ in range(sum(held)):
             gate.slots_free.release()
+
+
+def test_a_timeout_takes_a_request_out_of_the_batch_queue(tmp_path):
+    """A batcher that waits up to a minute for more requests: one alone with a 200 ms timeout leaves its queue then
+    (504), a failure of the model."""
+    built = graphdef_model(tmp_path, "gd", max_batch_size=8, extra_config="""
+        dynamic_batching { max_queue_delay_microseconds: 60000000 }
+        """)
+    with ModelServer(tmp_path) as server, httpx.Client(base_url=f"http://{server.http_address}", timeout=120) as http:
+        answer = http.post("/v2/models/gd/infer", json=infer_json(built, batch=2, parameters={"timeout": 200_000}))
+        assert answer.status_code == 504 and "deadline passed while the request waited" in answer.json()["error"]
+        assert server.models.model("gd").statistics.snapshot()["inference_stats"]["fail"]["count"] == 1
