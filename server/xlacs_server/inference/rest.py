@@ -20,11 +20,10 @@ from pydantic import BaseModel
 
 from xlacs_server import version as xlacs_version
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unimplemented
-from xlacs_server.inference import binary_data, infer_request, parameters, status
+from xlacs_server.inference import EXTENSIONS, binary_data, infer_request, parameters, status
 from xlacs_server.models.model import READY
 from xlacs_server.rpc.server import REQUEST_HEADROOM_BYTES
 
-EXTENSIONS = ["binary_tensor_data", "model_repository", "model_configuration", "statistics"]
 WBITS = {"gzip": 31, "deflate": 15}  # zlib's window bits for a Content-Encoding: gzip framing, zlib framing
 SHARED_MEMORY = parameters.OFFERED_INSTEAD["shared_memory_region"]
 NOT_OFFERED = [  # Triton's extensions xlacs leaves out: their paths answer 501 saying what xlacs offers instead
@@ -89,7 +88,7 @@ class Endpoints:
     # --- Health and metadata ---------------------------------------------------------------------
 
     def server_metadata(self) -> dict:
-        return {"name": "xlacs", "version": xlacs_version.VERSION, "extensions": EXTENSIONS}
+        return {"name": "xlacs", "version": xlacs_version.VERSION, "extensions": list(EXTENSIONS)}
 
     def live(self) -> dict:
         """The process answers."""
