@@ -36,7 +36,8 @@ for i, case in enumerate(args["cases"]):
     wanted = [http.InferRequestedOutput(case["output"], binary_data=case["binary_out"])] \\
         if case["request_output"] else None
     result = client.infer(case["model"], [given], model_version=case["version"], outputs=wanted,
-                          request_id=f"request-{i}", request_compression_algorithm=case["compression"])
+                          request_id=f"request-{i}", request_compression_algorithm=case["compression"],
+                          response_compression_algorithm=case["compression"])
     outputs[str(i)] = result.as_numpy(case["output"])
     answers.append(result.get_response())
 reply(arrays=outputs, result={"answers": answers, "stats": client.get_inference_statistics("keras_gd"),
