@@ -197,8 +197,18 @@ def cmd_health(args, client: Client) -> dict:
             "exit_code": 0 if response.status == health_pb2.HealthCheckResponse.SERVING else 1}
 
 
+SERVER_EXTRA = "the daemon needs: pip install 'xlacs[server]'"
+
+
 def cmd_serve(args) -> None:
-    from xlacs_server.main import serve
+    """The daemon, whose packages (jax, fastapi, redis, ...) are the `server` extra: a client-only install
+    (`pip install xlacs`) says what to install rather than fail with a traceback."""
+    try:
+        from xlacs_server.main import serve
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] in ("xlacs", "xlacs_server"):
+            raise  # a module of this package is missing: a broken install, not a missing extra
+        sys.exit(f"error: xlacs serve: {SERVER_EXTRA} ({e.name} is not installed)")
     serve(args)
 
 

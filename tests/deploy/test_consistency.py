@@ -219,17 +219,31 @@ def dockerignored(path: str) -> bool:
     return excluded
 
 
-def test_images_install_the_dependencies_of_pyproject_and_the_gpu_extra_matches_jaxlib():
-    for kind, extras in (("cpu", []), ("gpu", ["gpu"])):
+def test_images_install_the_daemons_dependencies_and_the_gpu_extra_matches_jaxlib():
+    optional = PYPROJECT["project"]["optional-dependencies"]
+    server = PYPROJECT["project"]["dependencies"] + optional["server"]
+    for kind, expected in (("cpu", server), ("gpu", server + [f"jax[cuda12]=={pin(optional['server'], 'jaxlib')}"])):
         (install,) = [v for v in files.dockerfile(kind).values("RUN") if "tomllib" in v]
         printed = subprocess.run(["sh", "-c", install.split(" > ")[0]], capture_output=True, text=True,
                                  cwd=files.ROOT, check=True).stdout.split()
-        optional = PYPROJECT["project"]["optional-dependencies"]
-        assert printed == PYPROJECT["project"]["dependencies"] + [d for e in extras for d in optional[e]]
-    pins = dict(re.fullmatch(r"([\w\[\]]+)==(.+)", d).groups() for d in PYPROJECT["project"]["dependencies"]
-                if d.startswith("jax"))
-    assert PYPROJECT["project"]["optional-dependencies"]["gpu"] == [f"jax[cuda12]=={pins['jaxlib']}"]
-    assert pins["jax"] == pins["jaxlib"]
+        assert printed == expected
+    assert optional["gpu"] == ["xlacs[server]", f"jax[cuda12]=={pin(optional['server'], 'jaxlib')}"]
+    assert pin(optional["server"], "jax") == pin(optional["server"], "jaxlib")
+
+
+def pin(requirements: list[str], name: str) -> str:
+    (version,) = [r.split("==")[1] for r in requirements if r.split("==")[0] == name]
+    return version
+
+
+def test_the_client_depends_on_nothing_of_the_daemon():
+    """`pip install xlacs` is the client: the daemon's packages come with the `server` extra alone."""
+    base = {re.split(r"[=<>\[]", d)[0] for d in PYPROJECT["project"]["dependencies"]}
+    daemon = {re.split(r"[=<>\[]", d)[0] for d in PYPROJECT["project"]["optional-dependencies"]["server"]}
+    assert base >= {"grpcio", "protobuf", "numpy"} and base & daemon == set()
+    assert {"jax", "jaxlib", "fastapi", "uvicorn", "redis"} <= daemon
+    for extra in ("test", "bench", "gpu"):  # what starts daemons installs them
+        assert "xlacs[server]" in PYPROJECT["project"]["optional-dependencies"][extra], extra
 
 
 def test_the_package_the_images_install_holds_every_package_of_the_source_tree():
