@@ -26,41 +26,44 @@ def scraped(server, model: str, version: str) -> dict[str, float]:
     return found
 
 
-STATS_OVER_HTTP = """
-import tritonclient.http as http
+STATS_SCRIPT = """
+import tritonclient.{protocol} as client_module
 from tritonclient.utils import InferenceServerException
-client = http.InferenceServerClient(args["url"], network_timeout=300, connection_timeout=300)
+client = client_module.InferenceServerClient(args["url"])
 for i, batch in enumerate(args["batches"]):
-    given = http.InferInput("x", [batch, 4], "FP32")
-    given.set_data_from_numpy(arrays[str(i)], binary_data=True)
+    given = client_module.InferInput("x", [batch, 4], "FP32")
+    given.set_data_from_numpy(arrays[str(i)])
     client.infer(args["model"], [given], model_version="1")
-bad = http.InferInput("x", [1, 4], "FP64")
+bad = client_module.InferInput("x", [1, 4], "FP64")
 bad.set_data_from_numpy(np.zeros((1, 4), np.float64))
 try:
     client.infer(args["model"], [bad], model_version="1")
     raise AssertionError("an FP64 input was accepted")
 except InferenceServerException as e:
     error = e.message()
-reply(result={"error": error, "stats": client.get_inference_statistics(args["model"], "1")})
+reply(result={{"error": error, "stats": client.get_inference_statistics(args["model"], "1", **{as_json})}})
 """
 
 
-def test_the_protocol_stats_are_the_counts_of_the_requests_a_client_sent(model_server, model_repository, tmp_path):
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_the_protocol_stats_are_the_counts_of_the_requests_a_client_sent(model_server, model_repository, tmp_path,
+                                                                         protocol):
     built = model_repository.batching
     served = model_server.models.model(built.name, "1")
     before = served.statistics.snapshot()
     batches = [1, 2, 3, 2]
     arrays = {str(i): built.inputs(batch=b, seed=i)[built.input] for i, b in enumerate(batches)}
-    _, result = tritonclient.run(STATS_OVER_HTTP, tmp_path, arrays, url=model_server.http_address,
-                                 model=built.name, batches=batches)
+    script = STATS_SCRIPT.format(protocol=protocol, as_json='{"as_json": True}' if protocol == "grpc" else "{}")
+    address = model_server.http_address if protocol == "http" else model_server.grpc_address
+    _, result = tritonclient.run(script, tmp_path, arrays, url=address, model=built.name, batches=batches)
     assert "FP64" in result["error"]
-    (got,) = result["stats"]["model_stats"]
-    assert got == served.statistics.snapshot()  # no request since: the same counts
-    assert got["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == 4
-    assert got["inference_stats"]["fail"]["count"] - before["inference_stats"]["fail"]["count"] == 1
-    assert got["inference_count"] - before["inference_count"] == sum(batches)
-    assert got["execution_count"] - before["execution_count"] == len(batches)
-    json_format.ParseDict(got, grpc_service_pb2.ModelStatistics())  # the gRPC message's fields, nothing else
+    # The gRPC message's fields and nothing else; as JSON, gRPC's uint64 are strings
+    (got,) = json_format.ParseDict(result["stats"], grpc_service_pb2.ModelStatisticsResponse()).model_stats
+    assert got == json_format.ParseDict(served.statistics.snapshot(), grpc_service_pb2.ModelStatistics())
+    assert got.inference_stats.success.count - before["inference_stats"]["success"]["count"] == 4
+    assert got.inference_stats.fail.count - before["inference_stats"]["fail"]["count"] == 1
+    assert got.inference_count - before["inference_count"] == sum(batches)
+    assert got.execution_count - before["execution_count"] == len(batches)
 
 
 def test_infers_are_counted_by_request_row_and_batch_size(model_server, model_repository):
