@@ -31,8 +31,8 @@ def check(parameters: dict, honoured: tuple[str, ...], where: str) -> dict:
             continue
         if name in OFFERED_INSTEAD:
             raise Unimplemented(f"{where}: parameter {name!r} is not offered: {OFFERED_INSTEAD[name]}")
-        raise InvalidRequest(f"{where}: xlacs honours no parameter {name!r} (it honours {', '.join(honoured)}); "
-                             "leave it out")
+        raise InvalidRequest(f"{where}: xlacs honours no parameter {name!r} (it honours "
+                             f"{', '.join(honoured) or 'none there'}); leave it out")
     return parameters
 
 

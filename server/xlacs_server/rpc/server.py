@@ -8,6 +8,8 @@ from grpc_reflection.v1alpha import reflection
 
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server.config import Settings
+from xlacs_server.inference import grpc_servicer
+from xlacs_server.inference.v2 import grpc_service_pb2_grpc
 from xlacs_server.rpc.auth import AuthInterceptor, TokenStore
 from xlacs_server.rpc.errors import ErrorInterceptor
 from xlacs_server.rpc.received import ReceivedBytesInterceptor
@@ -39,13 +41,17 @@ def create_server(service: CompilationService, address: str) -> tuple[grpc.Serve
         maximum_concurrent_rpcs=settings.workers)
     gates = service.gates
     xlacs_pb2_grpc.add_CompilerServicer_to_server(CompilerServicer(service, gates), server)
+    # The Open Inference Protocol (Triton's inference.GRPCInferenceService) for the models of the repository.
+    grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(grpc_servicer.InferenceServicer(service), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in (SERVICE_NAME, ""):
+    served = (SERVICE_NAME, grpc_servicer.SERVICE_NAME, "")
+    for name in served:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    readiness.watch(gates, service, health_servicer, (SERVICE_NAME, ""))
+    readiness.watch(gates, service, health_servicer, served)
     reflection.enable_server_reflection(
-        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server)
+        (SERVICE_NAME, grpc_servicer.SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+         reflection.SERVICE_NAME), server)
     credentials = server_credentials(settings)
     port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     if port == 0:
