@@ -23,13 +23,19 @@ G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]], np.float32)
 A_T = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float32)
 
 
-def combine(matrix: np.ndarray, terms: list) -> list:
-    """matrix @ terms, with terms a list of arrays: adds and subtracts only where the entries are +-1 or 0."""
-    rows = []
-    for row in matrix:
-        signed = [t if c == 1 else lax.neg(t) if c == -1 else t * c for c, t in zip(row.tolist(), terms) if c]
-        rows.append(functools.reduce(lax.add, signed))
-    return rows
+def transform(t, matrix: np.ndarray, axis: int, stride: int, count: int):
+    """matrix applied along `axis` of t to `count` windows of matrix's width taken every `stride` elements, the
+    results stacked on a new leading axis: each window element is a strided slice of t, each row of matrix a sum
+    of them (its entries are 0 and +-1). One transform per axis, rather than the 16 elements of a tile each a
+    slice, takes XLA:CPU 2-3x less time to compile, at the same speed."""
+    def tap(i):
+        start, limit, strides = [0] * t.ndim, list(t.shape), [1] * t.ndim
+        start[axis], limit[axis], strides[axis] = i, i + stride * (count - 1) + 1, stride
+        return lax.slice(t, start, limit, strides)
+    taps = [tap(i) for i in range(matrix.shape[1])]
+    rows = [functools.reduce(lax.add, [t if c == 1 else lax.neg(t) for c, t in zip(row, taps) if c])
+            for row in matrix.tolist()]
+    return lax.concatenate([lax.broadcast_in_dim(r, (1, *r.shape), tuple(range(1, r.ndim + 1))) for r in rows], 0)
 
 
 def transform_filter(g):
@@ -46,18 +52,13 @@ def winograd_conv(x, u, padding: str):
     th, tw = -(-oh // 2), -(-ow // 2)  # tiles of 2x2 outputs; the last may reach past the output
     x = lax.pad(x, np.zeros((), x.dtype), [(0, 0, 0), (pad, 2 * th + 2 - h - pad, 0), (pad, 2 * tw + 2 - w - pad, 0),
                                            (0, 0, 0)])
-    # d[i][j]: element (i, j) of every 4x4 tile, [n, th, tw, c]
-    d = [[lax.slice(x, (0, i, j, 0), (n, i + 2 * th - 1, j + 2 * tw - 1, c), (1, 2, 2, 1)) for j in range(4)]
-         for i in range(4)]
-    columns = [combine(B_T, [d[i][j] for i in range(4)]) for j in range(4)]  # B^T d: columns[j][r]
-    v = [combine(B_T, [columns[j][r] for j in range(4)]) for r in range(4)]  # (B^T d) B: v[r][s]
-    v = lax.concatenate([lax.reshape(v[r][s], (1, n * th * tw, c)) for r in range(4) for s in range(4)], 0)
-    m = lax.dot_general(v, lax.reshape(u, (16, c, k)), (((2,), (1,)), ((0,), (0,))))  # [16, tiles, k]
-    m = [[lax.index_in_dim(m, 4 * r + s, keepdims=False) for s in range(4)] for r in range(4)]
-    columns = [combine(A_T, [m[r][s] for r in range(4)]) for s in range(4)]  # A^T m: columns[s][a]
-    y = [combine(A_T, [columns[s][a] for s in range(4)]) for a in range(2)]  # (A^T m) A: y[a][b]
-    y = lax.concatenate([lax.reshape(y[a][b], (1, 1, n, th, tw, k)) for a in range(2) for b in range(2)], 0)
-    y = lax.reshape(lax.transpose(lax.reshape(y, (2, 2, n, th, tw, k)), (2, 3, 0, 4, 1, 5)), (n, 2 * th, 2 * tw, k))
+    v = transform(x, B_T, 2, 2, tw)  # d B over the columns of every 4x4 tile: [4 (s), n, rows, tw, c]
+    v = transform(v, B_T, 2, 2, th)  # B^T d B: [4 (r), 4 (s), n, th, tw, c]
+    m = lax.dot_general(lax.reshape(v, (16, n * th * tw, c)), lax.reshape(u, (16, c, k)),
+                        (((2,), (1,)), ((0,), (0,))))  # one [tiles, c] x [c, k] product per tile position
+    y = lax.index_in_dim(transform(lax.reshape(m, (4, 4, n, th, tw, k)), A_T, 0, 1, 1), 0, 1, False)  # [2, 4, ...]
+    y = lax.index_in_dim(transform(y, A_T, 1, 1, 1), 0, 2, False)  # A^T m A: [2 (b), 2 (a), n, th, tw, k]
+    y = lax.reshape(lax.transpose(y, (2, 3, 1, 4, 0, 5)), (n, 2 * th, 2 * tw, k))
     return lax.slice(y, (0, 0, 0, 0), (n, oh, ow, k))
 
 
