@@ -39,6 +39,7 @@ def parse(request: pb.ModelInferRequest, max_input_bytes: int) -> InferRequest:
     """The request's inputs, requested outputs and deadline; LimitExceeded when its inputs are over
     max_input_bytes together."""
     options = parameters.check(parameter_values(request.parameters), REQUEST_PARAMETERS, "the request")
+    timeout_s = parameters.timeout_s(options)
     raw = request.raw_input_contents
     if raw and len(raw) != len(request.inputs):
         raise InvalidRequest(f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs: give "
@@ -61,7 +62,7 @@ def parse(request: pb.ModelInferRequest, max_input_bytes: int) -> InferRequest:
         for wanted in request.outputs:
             parameters.check(parameter_values(wanted.parameters), (), f"output {wanted.name!r}")
             outputs.append(wanted.name)
-    return InferRequest(inputs, outputs, parameters.timeout_s(options))
+    return InferRequest(inputs, outputs, timeout_s)
 
 
 def response(model, request_id: str, outputs: dict[str, np.ndarray]) -> pb.ModelInferResponse:
