@@ -6,8 +6,7 @@ import json
 
 import numpy as np
 
-from tests.inference import tritonclient
-from tests.model_repository import ModelServer, graphdef_model, saved_model
+from tests.inference import protocol_cases, tritonclient
 
 CLIENT = '''
 import tritonclient.grpc as grpcclient
@@ -22,12 +21,17 @@ def failure(call, *a, **k):
 '''
 
 METADATA = CLIENT + '''
+def metadata(name):  # as_json is MessageToJson's: int64 shapes as strings
+    found = client.get_model_metadata(name, as_json=True)
+    for tensor in found["inputs"] + found["outputs"]:
+        tensor["shape"] = [int(d) for d in tensor["shape"]]
+    return found
 reply(result={
     "live": client.is_server_live(), "ready": client.is_server_ready(),
     "server": client.get_server_metadata(as_json=True),
     "model_ready": {m: client.is_model_ready(m) for m in args["models"]},
     "version_ready": {v: client.is_model_ready("keras_sm", v) for v in ("1", "2", "3")},
-    "metadata": {m: client.get_model_metadata(m, as_json=True) for m in args["ready"]},
+    "metadata": {m: metadata(m) for m in args["ready"]},
     "config": {m: client.get_model_config(m, as_json=True)["config"] for m in args["ready"]},
     "index": client.get_model_repository_index(as_json=True)["models"],
     "metadata_v1": failure(client.get_model_metadata, "keras_sm", "1"),
@@ -70,31 +74,13 @@ def test_health_metadata_config_and_index(model_server, model_repository, tmp_pa
     _, got = tritonclient.run(METADATA, tmp_path, url=model_server.grpc_address,
                               models=[repo.saved.name, repo.batching.name, repo.static.name, repo.broken, "nope"],
                               ready=[repo.saved.name, repo.batching.name, repo.static.name])
-    assert got["live"] and got["ready"]
-    assert got["server"]["name"] == "xlacs" and "model_repository" in got["server"]["extensions"]
-    assert got["model_ready"] == {repo.saved.name: True, repo.batching.name: True, repo.static.name: True,
-                                  repo.broken: False, "nope": False}
-    assert got["version_ready"] == {"1": False, "2": True, "3": False}  # keras_sm serves its latest version only
-
-    # tritonclient's as_json is MessageToJson: int64 shapes are strings.
-    assert got["metadata"][repo.saved.name] == {
-        "name": "keras_sm", "platform": "tensorflow_savedmodel", "versions": ["2"],
-        "inputs": [{"name": "x", "datatype": "FP32", "shape": ["-1", "4"]}],
-        "outputs": [{"name": "output_0", "datatype": "FP32", "shape": ["-1", "3"]}]}
-    static = got["metadata"][repo.static.name]
-    assert static["inputs"] == [{"name": "x", "datatype": "FP32", "shape": ["2", "4"]}]
-    assert static["outputs"] == [{"name": "Identity", "datatype": "FP32", "shape": ["2", "3"]}]
+    protocol_cases.check_health_and_metadata(got, repo)
+    assert "model_repository" in got["server"]["extensions"]
 
     config = got["config"][repo.batching.name]
     assert (config["name"], config["platform"], config["max_batch_size"]) == ("keras_gd", "tensorflow_graphdef", 8)
     assert config["input"][0]["dims"] == ["4"] and "max_batch_size" not in got["config"][repo.static.name]
     assert got["config"][repo.saved.name]["output"][0]["name"] == "output_0"  # filled in from the signature
-
-    index = {(m["name"], m.get("version")): m for m in got["index"]}
-    assert index[("keras_gd", "1")]["state"] == "READY" and "reason" not in index[("keras_gd", "1")]
-    assert index[("broken", "1")]["state"] == "UNAVAILABLE"
-    assert "not a serialized tensorflow.GraphDef" in index[("broken", "1")]["reason"]
-
     assert got["metadata_v1"][0] == "StatusCode.NOT_FOUND" and "['2']" in got["metadata_v1"][1]
     assert got["metadata_broken"][0] == "StatusCode.UNAVAILABLE" and "no version ready" in got["metadata_broken"][1]
 
@@ -102,8 +88,7 @@ def test_health_metadata_config_and_index(model_server, model_repository, tmp_pa
 def test_infer_matches_tensorflow(model_server, model_repository, tmp_path):
     repo = model_repository
     cases, arrays, expected = [], {}, []
-    for built, version, batch in [(repo.saved, "", 3), (repo.saved, "2", 1), (repo.batching, "", 8),
-                                  (repo.batching, "1", 5), (repo.static, "", 2)]:
+    for built, version, batch in protocol_cases.infer_targets(repo):
         for request_output, timeout_us in [(True, None), (False, 300_000_000)]:
             inputs = built.inputs(batch=batch, seed=len(cases))
             arrays[str(len(cases))] = inputs[built.input]
@@ -114,46 +99,23 @@ def test_infer_matches_tensorflow(model_server, model_repository, tmp_path):
     for i, (case, want) in enumerate(zip(cases, expected)):
         np.testing.assert_allclose(got[str(i)], want, rtol=1e-5, atol=1e-5, err_msg=json.dumps(case))
         answer = result["answers"][i]
-        assert answer["model_name"] == case["model"] and answer["id"] == f"request-{i}"
-        assert answer["model_version"] == (case["version"] or {"keras_sm": "2"}.get(case["model"], "1"))
+        protocol_cases.check_answer(answer, case, i)
         (output,) = answer["outputs"]
         assert output == {"name": case["output"], "datatype": "FP32", "shape": [str(d) for d in want.shape]}
         assert len(answer["raw_output_contents"]) == 1  # the bytes, not typed contents
-    infers = sum(c["model"] == "keras_gd" for c in cases)
-    (stats,) = result["stats"]["model_stats"]
-    assert stats["name"] == "keras_gd" and int(stats["inference_stats"]["success"]["count"]) >= infers
-    assert {(s["name"], s["version"]) for s in result["all_stats"]["model_stats"]} >= {
-        ("keras_gd", "1"), ("keras_sm", "2"), ("keras_static", "1")}
+    protocol_cases.check_statistics(result, cases)
 
 
 def test_bad_requests_are_refused_naming_the_input(model_server, model_repository, tmp_path):
-    repo = model_repository
-    x = repo.batching.inputs(batch=2)["x"]
-    arrays = {"x": x, "wide": np.zeros((2, 5), np.float32), "ints": x.astype(np.int32),
-              "big": np.zeros((9, 4), np.float32)}
-    cases = [
-        {"model": "nope", "inputs": [["x", "x", "FP32"]]},
-        {"model": "keras_gd", "version": "7", "inputs": [["x", "x", "FP32"]]},
-        {"model": "broken", "inputs": [["x", "x", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["z", "x", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["x", "wide", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["x", "ints", "INT32"]]},
-        {"model": "keras_gd", "inputs": [["x", "big", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["x", "x", "FP32"]], "outputs": ["nope"]},
-        {"model": "keras_static", "inputs": [["x", "x", "FP32"], ["x2", "x", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["x", "x", "FP32"], ["x", "x", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["x", "x", "FP32"]], "priority": 1},
-    ]
-    _, got = tritonclient.run(FAILURES, tmp_path, arrays, url=model_server.grpc_address, cases=cases)
-    expected = [("NOT_FOUND", "no model 'nope'"), ("NOT_FOUND", "has no version '7'"),
-                ("UNAVAILABLE", "no version ready"), ("INVALID_ARGUMENT", "no input 'z'"),
-                ("INVALID_ARGUMENT", "input 'x' has shape [2, 5]"), ("INVALID_ARGUMENT", "input 'x' has datatype INT32"),
-                ("INVALID_ARGUMENT", "input 'x' has a batch of 9"), ("INVALID_ARGUMENT", "no output 'nope'"),
-                ("INVALID_ARGUMENT", "no input 'x2'"), ("INVALID_ARGUMENT", "input 'x' is given twice"),
-                ("UNIMPLEMENTED", "parameter 'priority' is not offered")]
-    for case, failure, (code, says) in zip(cases, got, expected, strict=True):
-        assert failure is not None, case
-        assert failure[0] == f"StatusCode.{code}" and says in failure[1], (case, failure)
+    extra = [({"model": "keras_gd", "inputs": [["x", "x", "FP32"], ["x", "x", "FP32"]]}, "INVALID_ARGUMENT",
+              "input 'x' is given twice"),
+             ({"model": "keras_gd", "inputs": [["x", "x", "FP32"]], "priority": 1}, "UNIMPLEMENTED",
+              "parameter 'priority' is not offered")]
+    cases = protocol_cases.BAD_REQUESTS + extra
+    _, got = tritonclient.run(FAILURES, tmp_path, protocol_cases.bad_arrays(model_repository),
+                              url=model_server.grpc_address, cases=[case for case, _, _ in cases])
+    protocol_cases.check_refusals([case for case, _, _ in cases], got, [(code, says) for _, code, says in cases],
+                                  lambda code: f"StatusCode.{code}")
 
 
 STREAM = CLIENT + '''
@@ -229,7 +191,7 @@ seen["reloaded"] = client.is_model_ready("gd")
 seen["config"] = client.get_model_config("gd", as_json=True)["config"]
 out = client.infer("gd", [given]).as_numpy("Identity")
 seen["load_nope"] = failure(client.load_model, "nope")
-seen["load_bad"] = failure(client.load_model, "sm", config=args["bad_config"])
+seen["load_sm"] = failure(client.load_model, "sm", config=args["bad_config"])
 seen["load_files"] = failure(client.load_model, "gd", config=args["config"], files={"file:1/model.graphdef": b"x"})
 seen["unload_nope"] = failure(client.unload_model, "nope")
 reply(arrays={"y": out}, result=seen)
@@ -237,24 +199,6 @@ reply(arrays={"y": out}, result=seen)
 
 
 def test_unload_and_load_with_a_config(tmp_path):
-    repo = tmp_path / "models"
-    built = graphdef_model(repo, "gd", max_batch_size=8)
-    saved_model(repo, "sm")
-    config = json.dumps({"platform": "tensorflow_graphdef", "max_batch_size": 2,
-                         "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}],
-                         "output": [{"name": "Identity", "data_type": "TYPE_FP32", "dims": [3]}]})
-    bad_config = json.dumps({"max_batch_size": 4, "instance_group": [{"count": 2}]})
-    x = built.inputs(batch=1)
-    with ModelServer(repo) as server:
-        got, seen = tritonclient.run(LOAD_UNLOAD, tmp_path / "client", {"x": x["x"]}, url=server.grpc_address,
-                                     config=config, bad_config=bad_config)
-        assert server.models.model("gd").max_batch_size == 2
-    assert seen["before"] and not seen["unloaded"] and seen["reloaded"]
-    assert {"name": "gd", "state": "UNAVAILABLE", "reason": "unloaded"} in seen["index"]
-    assert seen["infer_unloaded"][0] == "StatusCode.UNAVAILABLE" and "unloaded" in seen["infer_unloaded"][1]
-    assert seen["config"]["max_batch_size"] == 2
-    np.testing.assert_allclose(got["y"], built.expected(x)["Identity"], rtol=1e-5, atol=1e-5)
-    assert seen["load_nope"][0] == "StatusCode.NOT_FOUND" and "no model 'nope'" in seen["load_nope"][1]
-    assert seen["load_bad"][0] == "StatusCode.INVALID_ARGUMENT" and "instance_group" in seen["load_bad"][1]
-    assert seen["load_files"][0] == "StatusCode.UNIMPLEMENTED" and "repository directory" in seen["load_files"][1]
-    assert seen["unload_nope"][0] == "StatusCode.NOT_FOUND"
+    seen = protocol_cases.unload_and_load(tmp_path, LOAD_UNLOAD, lambda server: server.grpc_address,
+                                          lambda code: f"StatusCode.{code}")
+    assert seen["unload_nope"][0] == "StatusCode.NOT_FOUND" and "no model 'nope'" in seen["unload_nope"][1]

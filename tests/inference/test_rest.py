@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from tests.inference import tritonclient
-from tests.model_repository import ModelServer, graphdef_model, saved_model
+from tests.inference import protocol_cases, tritonclient
+from tests.model_repository import ModelServer, graphdef_model
 
+HTTP_STATUS = {"UNAVAILABLE": "503", "NOT_FOUND": "404", "INVALID_ARGUMENT": "400", "UNIMPLEMENTED": "501"}
 CLIENT = '''
 import tritonclient.http as http
 from tritonclient.utils import InferenceServerException
@@ -72,30 +73,13 @@ def test_health_metadata_config_and_index(model_server, model_repository, tmp_pa
     _, got = tritonclient.run(METADATA, tmp_path, url=model_server.http_address,
                               models=[repo.saved.name, repo.batching.name, repo.static.name, repo.broken, "nope"],
                               ready=[repo.saved.name, repo.batching.name, repo.static.name])
-    assert got["live"] and got["ready"]
-    assert got["server"]["name"] == "xlacs" and "binary_tensor_data" in got["server"]["extensions"]
-    assert got["model_ready"] == {repo.saved.name: True, repo.batching.name: True, repo.static.name: True,
-                                  repo.broken: False, "nope": False}
-    assert got["version_ready"] == {"1": False, "2": True, "3": False}  # keras_sm serves its latest version only
-
-    saved = got["metadata"][repo.saved.name]
-    assert saved == {"name": "keras_sm", "platform": "tensorflow_savedmodel", "versions": ["2"],
-                     "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}],
-                     "outputs": [{"name": "output_0", "datatype": "FP32", "shape": [-1, 3]}]}
-    static = got["metadata"][repo.static.name]
-    assert static["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [2, 4]}]
-    assert static["outputs"] == [{"name": "Identity", "datatype": "FP32", "shape": [2, 3]}]
+    protocol_cases.check_health_and_metadata(got, repo)
 
     config = got["config"][repo.batching.name]
     assert config["name"] == "keras_gd" and config["platform"] == "tensorflow_graphdef"
     assert config["max_batch_size"] == 8 and config["input"][0]["dims"] == [4]  # int64 as JSON numbers
     assert got["config"][repo.static.name]["max_batch_size"] == 0
     assert got["config"][repo.saved.name]["output"][0]["name"] == "output_0"  # filled in from the signature
-
-    index = {(m["name"], m.get("version")): m for m in got["index"]}
-    assert index[("keras_gd", "1")]["state"] == "READY" and index[("keras_gd", "1")]["reason"] == ""
-    assert index[("broken", "1")]["state"] == "UNAVAILABLE"
-    assert "not a serialized tensorflow.GraphDef" in index[("broken", "1")]["reason"]
 
 
 def test_version_1_metadata_is_an_error_while_unserved(model_server, tmp_path):
@@ -113,8 +97,7 @@ except InferenceServerException as e:
 def test_infer_json_and_binary_tensors_match_tensorflow(model_server, model_repository, tmp_path):
     repo = model_repository
     cases, arrays, expected = [], {}, []
-    for built, version, batch in [(repo.saved, "", 3), (repo.saved, "2", 1), (repo.batching, "", 8),
-                                  (repo.batching, "1", 5), (repo.static, "", 2)]:
+    for built, version, batch in protocol_cases.infer_targets(repo):
         for binary_in, binary_out, request_output, compression in [
                 (True, True, True, None), (False, False, True, None), (True, False, False, "gzip"),
                 (False, True, True, "deflate")]:
@@ -128,45 +111,21 @@ def test_infer_json_and_binary_tensors_match_tensorflow(model_server, model_repo
     for i, (case, want) in enumerate(zip(cases, expected)):
         np.testing.assert_allclose(got[str(i)], want, rtol=1e-5, atol=1e-5, err_msg=json.dumps(case))
         answer = result["answers"][i]
-        assert answer["model_name"] == case["model"] and answer["id"] == f"request-{i}"
-        assert answer["model_version"] == (case["version"] or {"keras_sm": "2"}.get(case["model"], "1"))
+        protocol_cases.check_answer(answer, case, i)
         (output,) = answer["outputs"]
         # Without a list of outputs, tritonclient asks for every output as binary data.
         binary = case["binary_out"] or not case["request_output"]
         assert ("data" not in output) == binary
         assert output["shape"] == list(want.shape) and output["datatype"] == "FP32"
-    infers = sum(c["model"] == "keras_gd" for c in cases)
-    (stats,) = result["stats"]["model_stats"]
-    assert stats["name"] == "keras_gd" and stats["inference_stats"]["success"]["count"] >= infers
-    assert {(s["name"], s["version"]) for s in result["all_stats"]["model_stats"]} >= {
-        ("keras_gd", "1"), ("keras_sm", "2"), ("keras_static", "1")}
+    protocol_cases.check_statistics(result, cases)
 
 
 def test_bad_requests_are_refused_naming_the_input(model_server, model_repository, tmp_path):
-    repo = model_repository
-    x = repo.batching.inputs(batch=2)["x"]
-    arrays = {"x": x, "wide": np.zeros((2, 5), np.float32), "ints": x.astype(np.int32),
-              "big": np.zeros((9, 4), np.float32), "static": repo.static.inputs()["x"]}
-    base = [
-        {"model": "nope", "inputs": [["x", "x", "FP32"]]},
-        {"model": "keras_gd", "version": "7", "inputs": [["x", "x", "FP32"]]},
-        {"model": "broken", "inputs": [["x", "x", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["z", "x", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["x", "wide", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["x", "ints", "INT32"]]},
-        {"model": "keras_gd", "inputs": [["x", "big", "FP32"]]},
-        {"model": "keras_gd", "inputs": [["x", "x", "FP32"]], "outputs": ["nope"]},
-        {"model": "keras_static", "inputs": [["x", "x", "FP32"], ["x2", "x", "FP32"]]},
-    ]
-    cases = [{**case, "binary": binary} for binary in (True, False) for case in base]
-    _, got = tritonclient.run(FAILURES, tmp_path, arrays, url=model_server.http_address, cases=cases)
-    expected = [("404", "no model 'nope'"), ("404", "has no version '7'"), ("503", "no version ready"),
-                ("400", "no input 'z'"), ("400", "input 'x' has shape [2, 5]"),
-                ("400", "input 'x' has datatype INT32"), ("400", "input 'x' has a batch of 9"),
-                ("400", "no output 'nope'"), ("400", "no input 'x2'")]
-    for case, failure, (code, says) in zip(cases, got, expected * 2):
-        assert failure is not None, case
-        assert failure[0] == code and says in failure[1], (case, failure)
+    cases = [{**case, "binary": binary} for binary in (True, False) for case, _, _ in protocol_cases.BAD_REQUESTS]
+    _, got = tritonclient.run(FAILURES, tmp_path, protocol_cases.bad_arrays(model_repository),
+                              url=model_server.http_address, cases=cases)
+    expected = [(code, says) for _, code, says in protocol_cases.BAD_REQUESTS] * 2
+    protocol_cases.check_refusals(cases, got, expected, HTTP_STATUS.get)
 
 
 LOAD_UNLOAD = CLIENT + '''
@@ -200,26 +159,7 @@ reply(arrays={"y": out}, result=seen)
 
 
 def test_unload_and_load_with_a_config_through_the_client(tmp_path):
-    repo = tmp_path / "models"
-    built = graphdef_model(repo, "gd", max_batch_size=8)
-    saved_model(repo, "sm")
-    config = json.dumps({"platform": "tensorflow_graphdef", "max_batch_size": 2,
-                         "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}],
-                         "output": [{"name": "Identity", "data_type": "TYPE_FP32", "dims": [3]}]})
-    bad_config = json.dumps({"max_batch_size": 4, "instance_group": [{"count": 2}]})
-    x = built.inputs(batch=1)
-    with ModelServer(repo) as server:
-        got, seen = tritonclient.run(LOAD_UNLOAD, tmp_path / "client", {"x": x["x"]}, url=server.http_address,
-                                     config=config, bad_config=bad_config)
-        assert server.models.model("gd").max_batch_size == 2
-    assert seen["before"] and not seen["unloaded"] and seen["reloaded"]
-    assert {"name": "gd", "state": "UNAVAILABLE", "reason": "unloaded"} in seen["index"]
-    assert seen["infer_unloaded"][0] == "503" and "unloaded" in seen["infer_unloaded"][1]
-    assert seen["config"]["max_batch_size"] == 2
-    np.testing.assert_allclose(got["y"], built.expected(x)["Identity"], rtol=1e-5, atol=1e-5)
-    assert seen["load_nope"][0] == "404" and "no model 'nope'" in seen["load_nope"][1]
-    assert seen["load_sm"][0] == "400" and "instance_group" in seen["load_sm"][1]
-    assert seen["load_files"][0] == "501" and "repository directory" in seen["load_files"][1]
+    protocol_cases.unload_and_load(tmp_path, LOAD_UNLOAD, lambda server: server.http_address, HTTP_STATUS.get)
 
 
 @pytest.mark.parametrize("binary", [True, False])

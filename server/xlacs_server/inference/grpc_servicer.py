@@ -12,17 +12,21 @@ from google.protobuf import json_format
 
 from xlacs_server import version as xlacs_version
 from xlacs_server.errors import InvalidRequest, NotFound, Unavailable, Unimplemented, XlacsError
-from xlacs_server.inference import EXTENSIONS, grpc_tensors, infer_request, parameters
+from xlacs_server.inference import EXTENSIONS, grpc_tensors, infer_request, parameters, statistics_of
 from xlacs_server.inference.v2 import grpc_service_pb2 as pb, grpc_service_pb2_grpc
 from xlacs_server.models.model import READY
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
-SHARED_MEMORY = parameters.OFFERED_INSTEAD["shared_memory_region"]
-TRACE = ("xlacs has no request tracing: per-model queue and compute times are in ModelStatistics and the "
-         "xlacs_model_* series of /metrics")
-LOG_SETTINGS = "xlacs logs to its standard error at INFO, set when it starts; it changes no log setting by RPC"
+_SHARED_MEMORY = parameters.OFFERED_INSTEAD["shared_memory_region"]
+NOT_OFFERED = {  # the service's RPCs xlacs does not offer -> what it offers instead
+    **{f"{kind}SharedMemory{call}": _SHARED_MEMORY for kind in ("System", "Cuda")
+       for call in ("Status", "Register", "Unregister")},
+    "TraceSetting": "xlacs has no request tracing: per-model queue and compute times are in ModelStatistics and the "
+                    "xlacs_model_* series of /metrics",
+    "LogSettings": "xlacs logs to its standard error at INFO, set when it starts; it changes no log setting by RPC",
+}
 
 
 class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
@@ -63,20 +67,9 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         return pb.ModelConfigResponse(config=self._ready(request.name, request.version).config)
 
     def ModelStatistics(self, request, context):
-        """Every served version's statistics; those of one model, or of one version."""
-        if request.version:
-            snapshots = [self.models.model(request.name, request.version).statistics.snapshot()]
-        else:
-            served = [s for s in self.models.index() if s.version and (not request.name or s.name == request.name)]
-            if request.name and not served:
-                self.models.model(request.name)  # NotFound or Unavailable, saying why it has no version
-            snapshots = []
-            for entry in served:
-                try:
-                    snapshots.append(self.models.model(entry.name, entry.version).statistics.snapshot())
-                except NotFound:  # unloaded since the index was read
-                    continue
-        return json_format.ParseDict({"model_stats": snapshots}, pb.ModelStatisticsResponse())
+        """Every served version's statistics; those of one model (name), or of one version (name, version)."""
+        return json_format.ParseDict({"model_stats": statistics_of(self.models, request.name, request.version)},
+                                     pb.ModelStatisticsResponse())
 
     # --- Inference -------------------------------------------------------------------------------
 
@@ -139,32 +132,6 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         self.models.unload(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 
-    # --- What xlacs does not offer ---------------------------------------------------------------
-
-    def SystemSharedMemoryStatus(self, request, context):
-        raise Unimplemented(f"SystemSharedMemoryStatus: system shared memory is not offered: {SHARED_MEMORY}")
-
-    def SystemSharedMemoryRegister(self, request, context):
-        raise Unimplemented(f"SystemSharedMemoryRegister: system shared memory is not offered: {SHARED_MEMORY}")
-
-    def SystemSharedMemoryUnregister(self, request, context):
-        raise Unimplemented(f"SystemSharedMemoryUnregister: system shared memory is not offered: {SHARED_MEMORY}")
-
-    def CudaSharedMemoryStatus(self, request, context):
-        raise Unimplemented(f"CudaSharedMemoryStatus: CUDA shared memory is not offered: {SHARED_MEMORY}")
-
-    def CudaSharedMemoryRegister(self, request, context):
-        raise Unimplemented(f"CudaSharedMemoryRegister: CUDA shared memory is not offered: {SHARED_MEMORY}")
-
-    def CudaSharedMemoryUnregister(self, request, context):
-        raise Unimplemented(f"CudaSharedMemoryUnregister: CUDA shared memory is not offered: {SHARED_MEMORY}")
-
-    def TraceSetting(self, request, context):
-        raise Unimplemented(f"TraceSetting is not offered: {TRACE}")
-
-    def LogSettings(self, request, context):
-        raise Unimplemented(f"LogSettings is not offered: {LOG_SETTINGS}")
-
     # --- Helpers ---------------------------------------------------------------------------------
 
     def _ready(self, name: str, version: str):
@@ -174,6 +141,17 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         if repository_name:
             raise InvalidRequest(f"repository_name {repository_name!r}: xlacs serves one repository (its "
                                  "--model-repository); leave repository_name empty")
+
+
+def _not_offered(rpc: str, instead: str):
+    def answer(self, request, context):
+        raise Unimplemented(f"{rpc} is not offered: {instead}")
+    answer.__name__ = rpc
+    return answer
+
+
+for _rpc, _instead in NOT_OFFERED.items():
+    setattr(InferenceServicer, _rpc, _not_offered(_rpc, _instead))
 
 
 class Deadline:

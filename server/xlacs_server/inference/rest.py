@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from xlacs_server import version as xlacs_version
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unimplemented
-from xlacs_server.inference import EXTENSIONS, binary_data, infer_request, parameters, status
+from xlacs_server.inference import EXTENSIONS, binary_data, infer_request, parameters, statistics_of, status
 from xlacs_server.models.model import READY
 from xlacs_server.rpc.server import REQUEST_HEADROOM_BYTES
 
@@ -118,18 +118,7 @@ class Endpoints:
 
     def statistics(self, name: str = "", version: str = "") -> dict:
         """Every served version's statistics; those of one model, or of one version."""
-        if version:
-            return {"model_stats": [self.models.model(name, version).statistics.snapshot()]}
-        served = [s for s in self.models.index() if s.version and (not name or s.name == name)]
-        if name and not served:
-            self.models.model(name)  # NotFound or Unavailable, saying why it has no version
-        stats = []
-        for entry in served:
-            try:
-                stats.append(self.models.model(entry.name, entry.version).statistics.snapshot())
-            except NotFound:  # unloaded since the index was read
-                continue
-        return {"model_stats": stats}
+        return {"model_stats": statistics_of(self.models, name, version)}
 
     # --- Inference -------------------------------------------------------------------------------
 
