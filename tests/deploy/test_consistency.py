@@ -11,6 +11,7 @@ import sys
 import tomllib
 import zipfile
 
+import httpx
 import kubernetes_validate
 import pytest
 import yaml
@@ -36,6 +37,29 @@ def parses_as_cli(argv: list[str]) -> str:
     """The `xlacs` subcommand that argv runs; argparse exits if argv is not a valid command line."""
     assert argv[0] == "xlacs" and "xlacs" in PYPROJECT["project"]["scripts"], argv
     return build_parser().parse_args(argv[1:]).command
+
+
+@pytest.fixture(scope="module")
+def dashboard(server):
+    """The dashboard's HTTP server of a ready daemon, where the probes go."""
+    from xlacs_server.dashboard import create_app
+    from xlacs_server.dashboard.http import HttpServer
+    http = HttpServer(create_app(server.service), "127.0.0.1", 0)
+    http.start()
+    with httpx.Client(base_url=f"http://127.0.0.1:{http.port}", timeout=60) as client:
+        yield client
+    http.stop()
+
+
+def assert_probe_answers(dashboard: httpx.Client, path: str, route: str) -> None:
+    """`path` is the protocol's route `route`, which a ready daemon answers 200 with the protocol's body (any other
+    path under /v2 is the protocol's 404): a probe that would keep every replica out fails here."""
+    assert path == route
+    answer = dashboard.get(path)
+    assert answer.status_code == 200 and answer.json() == {READY: {"ready": True}, LIVE: {"live": True}}[route]
+
+
+READY, LIVE = "/v2/health/ready", "/v2/health/live"  # the Open Inference Protocol's, fixed by its specification
 
 
 # ---- docker-compose.yml
@@ -119,6 +143,27 @@ def test_compose_stop_grace_outlasts_the_daemons_drain():
         assert int(services[name]["stop_grace_period"].rstrip("s")) > grace
 
 
+def test_compose_replicas_are_ready_by_the_protocols_readiness_on_their_http_port(dashboard):
+    services = files.compose()["services"]
+    for name in XLACS_SERVICES:
+        command = services[name]["healthcheck"]["test"]
+        assert command[:3] == ["CMD", "python", "-c"]
+        url = re.search(r'"http://127\.0\.0\.1:%s(/[^"]*)" % os\.environ\.get\("XLACS_HTTP_PORT", "(\d+)"\)',
+                        command[3])
+        assert url and int(url[2]) == DEFAULTS.http_port, command
+        assert_probe_answers(dashboard, url[1], READY)
+
+
+def test_compose_mounts_the_model_repository_where_the_setting_points():
+    for environ, served in (({}, ""), ({"XLACS_MODEL_REPOSITORY": "/models"}, "/models")):
+        services = files.compose(environ)["services"]
+        for name in XLACS_SERVICES:
+            settings = Settings.from_env(files.environment(services[name]))
+            assert settings.model_repository == served
+            (volume,) = services[name]["volumes"]
+            assert volume.split(":")[1:] == ["/models", "ro"]
+
+
 def test_compose_load_balancer_publishes_the_envoy_listeners_and_waits_for_health():
     lb = files.compose()["services"]["lb"]
     listeners = {l["address"]["socket_address"]["port_value"] for l in envoy()["static_resources"]["listeners"]}
@@ -163,15 +208,13 @@ def test_envoy_sends_each_listener_to_a_cluster_of_compose_replicas_on_the_defau
         assert cluster["type"] == "STRICT_DNS"  # every replica that Docker's DNS names
 
 
-def test_envoy_health_checks_ask_the_grpc_health_service_and_readyz(server):
-    from xlacs_server.dashboard import create_app
-    routes = {getattr(r, "path", None) for r in create_app(server.service).routes}
+def test_envoy_checks_every_replica_by_the_protocols_readiness_on_its_http_port(dashboard):
     for cluster in envoy()["static_resources"]["clusters"]:
         (check,) = cluster["health_checks"]
-        if cluster["name"].endswith("_grpc"):
-            assert check["grpc_health_check"]["service_name"] == COMPILER_SERVICE
-        else:
-            assert check["http_health_check"]["path"] in routes
+        assert_probe_answers(dashboard, check["http_health_check"]["path"], READY)
+        (endpoint,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
+        checked = endpoint["endpoint"].get("health_check_config", {}).get("port_value")
+        assert (checked or endpoint["endpoint"]["address"]["socket_address"]["port_value"]) == DEFAULTS.http_port
 
 
 # ---- Dockerfiles and .dockerignore
@@ -300,7 +343,7 @@ def xlacs_deployments() -> dict[str, dict]:
             if d["metadata"]["name"].startswith("xlacs")}
 
 
-def test_k8s_deployments_run_the_image_command_with_grpc_probes_on_the_health_service():
+def test_k8s_deployments_run_the_image_command_with_the_protocols_probes(dashboard):
     (config,) = [d for d in files.k8s_kind("ConfigMap") if d["metadata"]["name"] == "xlacs-config"]
     deployments = xlacs_deployments()
     assert set(deployments) == {"cpu", "gpu"}
@@ -311,9 +354,15 @@ def test_k8s_deployments_run_the_image_command_with_grpc_probes_on_the_health_se
         assert parses_as_cli(files.dockerfile(pool).exec_form("ENTRYPOINT") + container["args"]) == "serve"
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
         assert ports == {"grpc": DEFAULTS.port, "http": DEFAULTS.http_port}
-        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            grpc_probe = container[probe]["grpc"]
-            assert grpc_probe["port"] == DEFAULTS.port and grpc_probe.get("service", "") in (COMPILER_SERVICE, "")
+        startup = container["startupProbe"]["grpc"]  # the gRPC server is up: JAX has started
+        assert startup["port"] == DEFAULTS.port and startup["service"] == COMPILER_SERVICE
+        for probe, route in (("readinessProbe", READY), ("livenessProbe", LIVE)):
+            http = container[probe]["httpGet"]
+            assert ports[http["port"]] == DEFAULTS.http_port
+            assert_probe_answers(dashboard, http["path"], route)
+        settings = Settings.from_env(config["data"])
+        (models,) = [m for m in container["volumeMounts"] if m["mountPath"] == settings.model_repository]
+        assert models["readOnly"] is True and models["name"] in {v["name"] for v in pod["volumes"]}
         assert container["envFrom"] == [{"configMapRef": {"name": "xlacs-config"}}]
         assert "cpu" in container["resources"]["requests"] and "memory" in container["resources"]["requests"]
         grace = Settings.from_env(config["data"]).shutdown_grace_s

@@ -14,7 +14,11 @@ import redis
 from tests.deploy import files
 from tests.deploy.daemon import Daemon, double_graph, process_environment
 from xlacs import Client
+from xlacs_server.config import Settings
 from xlacs_server.daemon_process import free_port
+from xlacs_server.dashboard import create_app
+from xlacs_server.dashboard.http import HttpServer
+from xlacs_server.service import CompilationService
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +89,8 @@ def test_the_image_command_serves_with_the_compose_environment_and_passes_its_he
         assert probe.stdout.strip() == "SERVING"
         assert "devices: cpu:0 (cpu)" in daemon.output  # the start-up log names the devices
         assert httpx.get(f"{daemon.http}/readyz", timeout=30).status_code == 200
+        ready = compose_healthcheck(daemon.env)  # the compose file's own, on the protocol's readiness
+        assert ready.returncode == 0, ready.stderr
 
         graph_def, feeds, fetches = double_graph()
         token = (tmp_path / "xlacs_auth_tokens").read_text().strip()
@@ -108,3 +114,30 @@ def test_the_healthcheck_fails_when_no_daemon_answers():
     probe = subprocess.run(files.healthcheck_argv(command, env), env=env, capture_output=True, text=True,
                            timeout=int(options["timeout"].rstrip("s")))
     assert probe.returncode != 0 and "UNAVAILABLE" in probe.stderr
+
+
+def compose_healthcheck(env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The compose file's healthcheck of the xlacs service, run as Docker runs its CMD form (no shell)."""
+    check = files.compose()["services"]["xlacs"]["healthcheck"]
+    assert check["test"][0] == "CMD"
+    return subprocess.run(check["test"][1:], env=env, capture_output=True, text=True,
+                          timeout=int(check["timeout"].rstrip("s")))
+
+
+def test_the_compose_healthcheck_fails_until_the_model_repository_has_loaded_and_without_a_daemon(tmp_path):
+    """A daemon whose repository has not loaded (its load not started) answers /v2/health/ready 503."""
+    service = CompilationService(Settings(cache_dir="", model_repository=str(tmp_path)))
+    http = HttpServer(create_app(service), "127.0.0.1", 0)
+    http.start()
+    try:
+        loading = compose_healthcheck(process_environment({"XLACS_HTTP_PORT": str(http.port)}))
+        assert loading.returncode == 1 and "503" in loading.stderr, loading.stderr
+        service.models.start()
+        assert service.models.wait_ready(60)
+        ready = compose_healthcheck(process_environment({"XLACS_HTTP_PORT": str(http.port)}))
+        assert ready.returncode == 0, ready.stderr
+    finally:
+        http.stop()
+        service.close()
+    absent = compose_healthcheck(process_environment({"XLACS_HTTP_PORT": str(free_port())}))
+    assert absent.returncode == 1 and "Connection refused" in absent.stderr, absent.stderr
