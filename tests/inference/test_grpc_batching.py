@@ -62,8 +62,9 @@ def test_concurrent_clients_within_workers_are_merged(tmp_path):
 
 def test_clients_beyond_workers_are_refused_and_the_timeout_parameter_leaves_the_queue(tmp_path):
     """Workers 7 (the least above the gates' 6 calls) and a batch that waits 5 s for its eighth row: seven requests
-    wait in the batcher, holding every thread, and the three sent meanwhile are refused RESOURCE_EXHAUSTED at once. A request whose "timeout" parameter passes
-    while it queues ends DEADLINE_EXCEEDED, a failure in the model's statistics."""
+    wait in the batcher, holding every thread, and the three sent meanwhile are refused RESOURCE_EXHAUSTED at once.
+    A request whose "timeout" parameter passes while it queues ends DEADLINE_EXCEEDED, a failure in the model's
+    statistics."""
     built, inputs = serve_batching(tmp_path, 5_000_000)
     gates = {"max_concurrent_compiles": 1, "compile_queue": 1, "max_concurrent_executes": 2, "execute_queue": 2}
     with ModelServer(tmp_path / "models", workers=7, **gates) as server:
