@@ -71,6 +71,12 @@ class DynamicBatcher:
             raise request.error
         return request.outputs, request.started - request.queued, request.compute_s
 
+    @property
+    def queued(self) -> int:
+        """How many requests wait for a batch."""
+        with self._changed:
+            return len(self._queue)
+
     def close(self) -> None:
         """Fails what is queued with Unavailable (the model is unloading); a batch running finishes."""
         with self._changed:
