@@ -71,3 +71,15 @@ def test_other_convolutions_stay_convolutions(server, client, case):
         inputs.append(RNG.normal(0, 0.3, case["filter_shape"]).astype(np.float32))
     got, = executable(*inputs)
     assert_close(got, fn(*inputs).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_client_graph_may_not_use_the_internal_ops(client):
+    """_WinogradConv2D and _WinogradFilter are written by the pass only: a graph that names them is refused as an
+    unsupported op, and ListOps does not list them."""
+    frozen, _ = frozen_conv((1, 4, 4, 16), (3, 3, 16, 16))
+    graph_def = tf.compat.v1.GraphDef.FromString(frozen.graph_def)
+    conv, = [node for node in graph_def.node if node.op == "Conv2D"]
+    conv.op = "_WinogradConv2D"
+    assert not any(o.op.startswith("_Winograd") for o in client.ops())
+    with pytest.raises(Exception, match=r"no lowering for .*_WinogradConv2D"):
+        client.compile(graph_def.SerializeToString(), frozen.feeds, frozen.fetches)

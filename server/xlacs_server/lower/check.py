@@ -27,10 +27,12 @@ def graph_calls(graph: Graph) -> list[Node]:
 
 
 def unsupported_ops(nodes, platform: str) -> dict[str, list[str]]:
-    """Op type -> the names of the nodes that have no lowering on `platform`."""
+    """Op type -> the names of the nodes that have no lowering on `platform` (an internal op is none a client's
+    graph may use: only a pass writes it, after this check)."""
     missing: dict[str, list[str]] = {}
     for node in nodes:
-        if node.op not in FUNCTIONALIZED_OPS and registry.lookup(node.op, platform) is None:
+        lowering = registry.lookup(node.op, platform)
+        if node.op not in FUNCTIONALIZED_OPS and (lowering is None or lowering.internal):
             missing.setdefault(node.op, []).append(node.name)
     return missing
 

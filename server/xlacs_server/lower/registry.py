@@ -32,6 +32,7 @@ class Lowering:
     foldable: bool  # may run on the host when every input is a constant
     platform: str | None  # None: the generic rule; otherwise an override for one platform
     data_dependent_shape: bool = False  # the output's shape depends on the values of the constant inputs
+    internal: bool = False  # an op of xlacs' own that only a pass writes: not in a client's graph, nor listed
 
     @property
     def module(self) -> str:
@@ -72,7 +73,8 @@ def _signature(op: str, rule: Callable) -> tuple[dict[str, bool], tuple[str, ...
 
 def register_op(*ops: str, dtypes: Iterable | None = None, type_attr: str = "T",
                 devices: Iterable[str] = PLATFORMS, constant_inputs: Iterable[int | str] = (),
-                foldable: bool = True, platform: str | None = None, data_dependent_shape: bool = False):
+                foldable: bool = True, platform: str | None = None, data_dependent_shape: bool = False,
+                internal: bool = False):
     """Registers `rule` for each of `ops`. A second, different registration of an (op, platform) raises."""
     def decorate(rule: Callable) -> Callable:
         for op in ops:
@@ -80,7 +82,7 @@ def register_op(*ops: str, dtypes: Iterable | None = None, type_attr: str = "T",
             lowering = Lowering(op, rule, attrs, input_names,
                                 None if dtypes is None else frozenset(np.dtype(d) for d in dtypes),
                                 type_attr, frozenset(devices), tuple(constant_inputs), foldable, platform,
-                                data_dependent_shape)
+                                data_dependent_shape, internal)
             previous = _REGISTRY.get((op, platform))
             if previous is not None and previous != lowering:
                 raise DuplicateRegistration(f"{op} (platform {platform or 'any'}) is registered twice: "
@@ -100,8 +102,9 @@ def lookup(op: str, platform: str) -> Lowering | None:
 
 
 def registrations() -> list[Lowering]:
-    """Every generic registration, with platform overrides following their op, sorted by op name."""
-    return sorted(_REGISTRY.values(), key=lambda l: (l.op, l.platform or ""))
+    """Every generic registration, with platform overrides following their op, sorted by op name; not the
+    internal ops, which are no TF op."""
+    return sorted((l for l in _REGISTRY.values() if not l.internal), key=lambda l: (l.op, l.platform or ""))
 
 
 def overrides(op: str) -> list[str]:

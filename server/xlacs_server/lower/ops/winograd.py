@@ -62,7 +62,7 @@ def winograd_conv(x, u, padding: str):
     return lax.slice(y, (0, 0, 0, 0), (n, oh, ow, k))
 
 
-@register_op("_WinogradFilter", dtypes=(np.float32,))
+@register_op("_WinogradFilter", dtypes=(np.float32,), internal=True)
 def winograd_filter(ctx, filter, *, T):
     check_dtype(filter, "filter", T)
     check_rank(filter, "filter", rank=4)
@@ -71,7 +71,7 @@ def winograd_filter(ctx, filter, *, T):
     return [transform_filter(filter)]
 
 
-@register_op("_WinogradConv2D", dtypes=(np.float32,))
+@register_op("_WinogradConv2D", dtypes=(np.float32,), internal=True)
 def winograd_conv2d(ctx, input, filter, *, T, padding):
     check_dtype(input, "input", T)
     check_dtype(filter, "filter", T)
