@@ -172,7 +172,20 @@ def evaluate(results: dict) -> list[Goal]:
         *_transport_goals(results),
         _shared_memory_goal(results),
         *_digest_goals(results),
+        _batching_goal(results),
     ]
+
+
+def _batching_goal(results: dict) -> Goal:
+    """Issue 19: MobileNetV2 served with dynamic batching against the same model without, 16 clients."""
+    goal = Goal("batching", "MobileNetV2 served with dynamic batching answers 16 concurrent clients with at least "
+                "1.5× the throughput of the same model without it", 1.5, "×", higher_is_better=True)
+    r = results.get("batching")
+    if r:
+        goal.subject, goal.value = "MobileNetV2", r["throughput_ratio"]
+        goal.measured = (f"{r['with']['requests_per_s']:.1f} against {r['without']['requests_per_s']:.1f} "
+                         f"requests/s; p99 {r['with']['p99_ms']:.0f} against {r['without']['p99_ms']:.0f} ms")
+    return goal
 
 
 def _shared_memory_goal(results: dict) -> Goal:

@@ -246,6 +246,22 @@ def _training(results: dict) -> list[str]:
                      "xlacs / TF graph", "xlacs / TF XLA", "state"], rows)]
 
 
+def _batching(results: dict) -> list[str]:
+    b = results.get("batching")
+    if b is None:
+        return []
+    rows = [[label, f"{r['requests_per_s']:.1f}", _ms(r["p50_ms"]), _ms(r["p99_ms"]), str(r["requests"])]
+            for label, r in (("without dynamic batching", b["without"]), ("with dynamic batching", b["with"]))]
+    return ["## Dynamic batching (MobileNetV2 served, 16 clients)", "",
+            f"MobileNetV2 from a model repository (docs/batching.md), max_batch_size {b['max_batch_size']}, the "
+            f"same graph without and with `dynamic_batching {{ max_queue_delay_microseconds: "
+            f"{b['max_queue_delay_us']} }}`; {b['clients']} clients (tritonclient over HTTP, one image a request, "
+            f"in their own process), {b['rounds']} alternating rounds of {b['seconds']:g} s per model. Throughput "
+            f"ratio {b['throughput_ratio']:.2f}×. Load average {b['load_average'][0][0]:.1f} before, "
+            f"{b['load_average'][1][0]:.1f} after.", "",
+            *_table(["", "requests/s", "p50 ms", "p99 ms", "requests"], rows)]
+
+
 def _scaling(results: dict) -> list[str]:
     rows = []
     for row in results["scaling"]["rows"]:
@@ -297,6 +313,7 @@ def render(results: dict) -> str:
              "measured side by side, not bare times.", "",
              *_goals(results), *goals.analysis(results), *_compile(results), *_compile_by_digest(results),
              *_execute(results), *_tiny(results),
-             *_transfer(results), *_throughput(results), *_training(results), *_scaling(results),
+             *_transfer(results), *_throughput(results), *_training(results), *_batching(results),
+             *_scaling(results),
              *_profiles(results)]
     return "\n".join(lines).rstrip() + "\n"
