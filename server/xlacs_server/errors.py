@@ -204,10 +204,11 @@ class LimitExceeded(XlacsError):
     """A request is over one of the daemon's limits; the message names the setting that raises it."""
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
-    def __init__(self, what: str, setting: str, limit):
+    def __init__(self, what: str, setting: str, limit, raise_with: str = ""):
+        """`raise_with` says where the limit is set when it is not a daemon setting (a model's config)."""
         self.what, self.setting, self.limit = what, setting, limit
-        super().__init__(f"{what}: over the limit {setting}={limit} (raise it with XLACS_{setting.upper()})",
-                         setting=setting, limit=limit)
+        super().__init__(f"{what}: over the limit {setting}={limit} (raise it with "
+                         f"{raise_with or 'XLACS_' + setting.upper()})", setting=setting, limit=limit)
 
     def details(self) -> list[message.Message]:
         violation = error_details_pb2.QuotaFailure.Violation(subject=self.setting, description=str(self))

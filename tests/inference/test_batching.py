@@ -147,6 +147,7 @@ def test_past_max_queue_size_a_request_is_refused_naming_the_setting(pool):
     with pytest.raises(LimitExceeded, match="max_queue_size=2") as refused:
         batching.infer(rows(1), Context())
     assert refused.value.setting == "dynamic_batching.default_queue_policy.max_queue_size"
+    assert "raise it with the model's config.pbtxt" in str(refused.value)
     model.hold.set()
     for future in [first, *submitted]:
         future.result(WAIT_S)

@@ -63,7 +63,7 @@ class DynamicBatcher:
                 raise Unavailable(f"{self.name} is unloading: its batcher takes no request")
             if self.max_queue_size and len(self._queue) >= self.max_queue_size:
                 raise LimitExceeded(f"{self.name}'s batch queue is full ({len(self._queue)} requests wait)",
-                                    QUEUE_SETTING, self.max_queue_size)
+                                    QUEUE_SETTING, self.max_queue_size, raise_with="the model's config.pbtxt")
             self._queue.append(request)
             self._changed.notify_all()
         self._wait(request, context)
