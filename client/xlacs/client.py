@@ -160,7 +160,8 @@ class Client:
     def __init__(self, target: str, *, timeout: float | None = None,
                  credentials: grpc.ChannelCredentials | None = None, token: str | None = None):
         options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.service_config", SERVICE_CONFIG)]
+                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.service_config", SERVICE_CONFIG),
+                   *streaming.CHANNEL_OPTIONS]
         self.channel = (grpc.secure_channel(target, credentials, options) if credentials
                         else grpc.insecure_channel(target, options))
         if token:
