@@ -212,3 +212,15 @@ def test_close_fails_the_queued_requests_with_unavailable_and_lets_the_running_b
     with pytest.raises(Unavailable, match="unloading"):
         batching.infer(rows(1), Context())
     assert model.batches == [8]
+
+
+def test_with_a_concurrency_of_two_two_batches_run_side_by_side(pool):
+    model = Model()
+    model.hold.clear()
+    batching = batcher(model, max_queue_delay_s=0, concurrency=2)
+    submitted = [pool.submit(batching.infer, rows(8, 10 * i), Context()) for i in range(2)]
+    wait_until(lambda: len(model.batches) == 2)  # both in the run at once, neither released yet
+    model.hold.set()
+    for i, future in enumerate(submitted):
+        np.testing.assert_array_equal(future.result(WAIT_S)[0]["y"], rows(8, 10 * i)["x"] * 2)
+    batching.close()

@@ -1,6 +1,8 @@
 """Triton's dynamic batcher for one model version: requests queue, and one scheduler thread merges the oldest of
 them along dim 0 (a request may carry several rows) into a batch of at most max_batch_size rows, runs it once and
-splits the outputs' rows back to each request. A batch leaves when it is full (max_batch_size, or the largest
+splits the outputs' rows back to each request. `concurrency` scheduler threads each form and run batches, so that
+batches run side by side as the daemon's execute slots allow (as Triton's model instances do): one batch at a time
+leaves cores idle while it pads, copies and splits. A batch leaves when it is full (max_batch_size, or the largest
 preferred_batch_size), or when its oldest request has waited max_queue_delay; whatever queues while a batch runs
 forms the next, so under load batches grow without any delay configured."""
 from __future__ import annotations
@@ -38,7 +40,8 @@ class _Request:
 
 class DynamicBatcher:
     def __init__(self, run: Callable[[Arrays], Arrays], *, name: str, max_batch_size: int,
-                 max_queue_delay_s: float, preferred_batch_sizes: tuple[int, ...] = (), max_queue_size: int = 0):
+                 max_queue_delay_s: float, preferred_batch_sizes: tuple[int, ...] = (), max_queue_size: int = 0,
+                 concurrency: int = 1):
         self._run = run
         self.name = name
         self.max_batch_size = max_batch_size
@@ -50,8 +53,10 @@ class DynamicBatcher:
         self._queue: collections.deque[_Request] = collections.deque()
         self._changed = threading.Condition()
         self._closed = False
-        self._thread = threading.Thread(target=self._schedule, name=f"batcher {name}", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._schedule, name=f"batcher {name} {i}", daemon=True)
+                         for i in range(concurrency)]
+        for thread in self._threads:
+            thread.start()
 
     def infer(self, inputs: Arrays, context) -> tuple[Arrays, float, float]:
         """(this request's output rows, queue seconds, compute seconds). `inputs` are checked already (same rows in
@@ -78,14 +83,15 @@ class DynamicBatcher:
             return len(self._queue)
 
     def close(self) -> None:
-        """Fails what is queued with Unavailable (the model is unloading); a batch running finishes."""
+        """Fails what is queued with Unavailable (the model is unloading); the batches running finish."""
         with self._changed:
             self._closed = True
             queued, self._queue = list(self._queue), collections.deque()
             self._changed.notify_all()
         for request in queued:
             self._finish(request, error=Unavailable(f"{self.name} was unloaded while the request queued"))
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
     def _wait(self, request: _Request, context) -> None:
         """Until the request's batch answers it, or it must stop: it leaves the queue, or its running batch's

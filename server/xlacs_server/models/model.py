@@ -180,7 +180,8 @@ class ServedModel:
         return DynamicBatcher(self.run, name=f"{self.name}/{self.version}", max_batch_size=self.max_batch_size,
                               max_queue_delay_s=batching.max_queue_delay_microseconds / 1e6,
                               preferred_batch_sizes=tuple(batching.preferred_batch_size),
-                              max_queue_size=batching.default_queue_policy.max_queue_size)
+                              max_queue_size=batching.default_queue_policy.max_queue_size,
+                              concurrency=self._service.gates.execute.slots)
 
     # --- Infer -----------------------------------------------------------------------------------
 
