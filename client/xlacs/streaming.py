@@ -37,7 +37,9 @@ _M_ARENA_MAX = -8  # glibc's malloc.h
 
 def one_malloc_arena() -> None:
     """Makes glibc's malloc give every thread created from now on the process's one arena, unless the user chose
-    (MALLOC_ARENA_MAX in the environment). gRPC's threads copy each piece into and out of 4 MiB buffers; in an
+    (MALLOC_ARENA_MAX in the environment). A Client calls it before it opens its channel: in the client's process
+    only, never the daemon's, which imports the xlacs package too and whose compiler threads want arenas of their
+    own. gRPC's threads copy each piece into and out of 4 MiB buffers; in an
     arena of each thread, the freed buffers stay in the process (glibc raises its mmap threshold past a freed
     buffer's size), several times over: 64 MiB in and out peaked at 1.70-1.86x the payload, 1.32-1.48x with one
     arena, at the same speed (docs/data_plane.md). Other C libraries have no such arenas: nothing to do there."""
@@ -47,8 +49,6 @@ def one_malloc_arena() -> None:
     if mallopt is not None:
         mallopt(_M_ARENA_MAX, 1)
 
-
-one_malloc_arena()  # at import: before the channel's threads start
 
 
 def output_bytes(outputs: Iterable[xlacs_pb2.TensorSpec]) -> int:
