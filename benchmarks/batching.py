@@ -26,7 +26,7 @@ from tests.inference import tritonclient  # noqa: E402
 from tests.models.keras_models import frozen_keras  # noqa: E402
 
 CLIENTS = 16
-MAX_BATCH_SIZE = 16  # every client's request fits in one batch
+MAX_BATCH_SIZE = 8
 QUEUE_DELAY_US = 2000  # a lone request waits 2 ms for company; under load batches fill while one runs
 PLAIN, BATCHED = "mobilenet_v2", "mobilenet_v2_batched"
 READY_TIMEOUT_S = 1800  # two models' four batch buckets compile at load on a loaded 2-core machine
