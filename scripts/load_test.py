@@ -59,7 +59,8 @@ LIMITS = [
     ("compile_deadline_s", "seconds a compile may take (the client's deadline applies too)", "DEADLINE_EXCEEDED"),
     ("execute_deadline_s", "seconds a program with loops may run, in an execution worker that is then killed "
                            "(the client's deadline applies too)", "DEADLINE_EXCEEDED"),
-    ("workers", "gRPC threads; calls beyond them", "RESOURCE_EXHAUSTED, at once"),
+    ("workers", "gRPC threads; calls beyond them. Those the gated calls leave, but one for health checks, bound the "
+                "infers waiting in or run by dynamic batchers, all models together", "RESOURCE_EXHAUSTED, at once"),
     ("max_sessions", "shared-memory sessions open at once (OpenSession calls, which hold no gRPC thread)",
      "RESOURCE_EXHAUSTED"),
     ("max_session_regions", "shared-memory regions registered in one session", "RESOURCE_EXHAUSTED"),
@@ -75,6 +76,10 @@ LIMITS = [
      "RESOURCE_EXHAUSTED for an Execute that keeps outputs; nothing is kept"),
     ("max_resident_tensors", "resident tensors, whatever their size", "RESOURCE_EXHAUSTED for an Execute that keeps "
                                                                       "outputs; nothing is kept"),
+    ("max_state_bytes", "bytes of the variable states' variables: models trained on the device (CreateState) until "
+                        "DeleteState frees them (`docs/training.md`)", "RESOURCE_EXHAUSTED for a CreateState; nothing "
+                                                                      "is copied"),
+    ("max_states", "variable states, whatever their size", "RESOURCE_EXHAUSTED for a CreateState"),
 ]
 
 

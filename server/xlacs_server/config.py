@@ -14,7 +14,10 @@ class Settings:
     http_port: int = 8080
     devices: tuple[str, ...] = ()  # empty: every device PJRT offers
     shutdown_grace_s: float = 30.0  # on SIGTERM, calls in flight get this long to finish, then are cancelled
-    workers: int = 16  # gRPC threads; an RPC beyond them fails fast with RESOURCE_EXHAUSTED
+    # gRPC threads; an RPC beyond them fails fast with RESOURCE_EXHAUSTED. The threads the gated calls below leave,
+    # but one for health checks, are those of the infers waiting in dynamic batchers (rpc/limits.py, Gates): 49 by
+    # default (threads start only when calls need them).
+    workers: int = 64
     l1_max_entries: int = 256
     l1_max_bytes: int = 4 * GIB
     # Limits of one request (docs/security.md), sized for a 2-core box. Frozen ResNet50 is ~100 MB; graphs of

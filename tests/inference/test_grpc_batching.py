@@ -1,5 +1,6 @@
 """Concurrent tritonclient.grpc requests to a dynamic-batching model: each waits in the batcher holding one of the gRPC
-server's threads, so `workers` (which is also its maximum_concurrent_rpcs) bounds how many clients wait at once."""
+server's threads, so the threads of `workers` (also its maximum_concurrent_rpcs) that the gated calls leave, but one
+for health checks, bound how many clients wait at once (rpc/limits.py, Gates.batched)."""
 from __future__ import annotations
 
 import numpy as np
@@ -45,10 +46,11 @@ def serve_batching(tmp_path, delay_us: int):
 
 
 def test_concurrent_clients_within_workers_are_merged(tmp_path):
-    """Sixteen clients at once, workers 17 (one left for health checks): all wait in the batcher together, which
-    merges them into fewer runs than requests, each answered with its own rows."""
+    """Sixteen clients at once, workers 31 (the default gates' 14 calls, 16 batched infers and one thread left for
+    health checks): all wait in the batcher together, which merges them into fewer runs than requests, each
+    answered with its own rows."""
     built, inputs = serve_batching(tmp_path, 2_000_000)
-    with ModelServer(tmp_path / "models", workers=17) as server:
+    with ModelServer(tmp_path / "models", workers=31) as server:
         got, result = tritonclient.run(CONCURRENT, tmp_path / "client",
                                        {str(i): x["x"] for i, x in enumerate(inputs)}, url=server.grpc_address,
                                        requests=16, timeout_us=0)
@@ -61,22 +63,23 @@ def test_concurrent_clients_within_workers_are_merged(tmp_path):
 
 
 def test_clients_beyond_workers_are_refused_and_the_timeout_parameter_leaves_the_queue(tmp_path):
-    """Workers 7 (the least above the gates' 6 calls) and a batch that waits 5 s for its eighth row: seven requests
-    wait in the batcher, holding every thread, and the three sent meanwhile are refused RESOURCE_EXHAUSTED at once.
-    A request whose "timeout" parameter passes while it queues ends DEADLINE_EXCEEDED, a failure in the model's
-    statistics."""
+    """Workers 14 with gates of 6 calls: seven threads for batched infers, one for health checks. With a batch that
+    waits 5 s for its eighth row, seven requests wait in the batcher, and the three sent meanwhile are refused
+    RESOURCE_EXHAUSTED at once, naming the setting to raise. A request whose "timeout" parameter passes while it
+    queues ends DEADLINE_EXCEEDED. All four are failures in the model's statistics."""
     built, inputs = serve_batching(tmp_path, 5_000_000)
     gates = {"max_concurrent_compiles": 1, "compile_queue": 1, "max_concurrent_executes": 2, "execute_queue": 2}
-    with ModelServer(tmp_path / "models", workers=7, **gates) as server:
+    with ModelServer(tmp_path / "models", workers=14, **gates) as server:
         got, result = tritonclient.run(CONCURRENT, tmp_path / "client",
                                        {str(i): x["x"] for i, x in enumerate(inputs[:10])}, url=server.grpc_address,
                                        requests=10, timeout_us=200_000)
     assert len(got) == 7 and len(result["failures"]) == 3
     assert {status for status, _ in result["failures"].values()} == {"StatusCode.RESOURCE_EXHAUSTED"}
+    assert all("XLACS_WORKERS" in message for _, message in result["failures"].values())
     for i, y in got.items():
         np.testing.assert_allclose(y, built.expected(inputs[int(i)])["Identity"], rtol=1e-5, atol=1e-5)
     status, message = result["timed_out"]
     assert status == "StatusCode.DEADLINE_EXCEEDED" and "deadline passed" in message and "batch queue" in message
     stats = result["stats"]
     assert int(stats["inference_stats"]["success"]["count"]) == 7
-    assert int(stats["inference_stats"]["fail"]["count"]) == 1
+    assert int(stats["inference_stats"]["fail"]["count"]) == 4

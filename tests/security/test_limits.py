@@ -1,5 +1,6 @@
 """What one request may cost: each limit answers RESOURCE_EXHAUSTED naming its setting, before the work (or
 the allocation) it bounds; full queues fail fast; deadlines and cancellation free the slots."""
+import contextlib
 import itertools
 import threading
 import time
@@ -18,6 +19,7 @@ from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.graph.ir import FuncRef
 from xlacs_server.metrics import registry_for
+from xlacs_server.errors import LimitExceeded
 from xlacs_server.rpc.limits import Gates
 
 FEEDS = {"x:0": ("float32", (2, 3))}
@@ -336,6 +338,19 @@ def test_gates_must_leave_a_worker_for_health_checks():
     with pytest.raises(ValueError, match="workers=8 must exceed"):
         Gates(Settings(workers=8, max_concurrent_compiles=2, compile_queue=2, max_concurrent_executes=2,
                        execute_queue=2))
+
+
+def test_batched_infers_get_the_workers_the_gates_leave_but_one():
+    """Infers waiting in dynamic batchers hold transport threads: they get the workers the gated calls leave, less one
+    for health checks; the next is refused naming the setting to raise."""
+    batched = Gates(Settings(workers=20)).batched  # the default gates admit 14 calls
+    assert batched.limit == 5
+    with contextlib.ExitStack() as admitted:
+        for _ in range(5):
+            admitted.enter_context(batched)
+        with pytest.raises(LimitExceeded, match="XLACS_WORKERS"):
+            batched.__enter__()
+    assert batched.inside == 0
 
 
 def test_limits_come_from_the_environment():

@@ -194,7 +194,8 @@ class ServedModel:
                 wanted = self._wanted(outputs)
                 self._check(inputs)
                 if self.batcher is not None:
-                    results, queue_s, compute_s = self.batcher.infer(inputs, context)
+                    with self._service.gates.batched:
+                        results, queue_s, compute_s = self.batcher.infer(inputs, context)
                 else:
                     results, compute_s = self._service.gates.execute.run(context, lambda call: self._run(inputs, call))
                     queue_s = max(0.0, time.perf_counter() - start - compute_s)

@@ -130,8 +130,30 @@ class Gate:
             self._in_flight.dec()
 
 
+class Admission:
+    """At most `limit` calls inside at once (`with admission:`); the next fails fast with LimitExceeded. For calls that
+    wait elsewhere than in a gate (an infer in a dynamic batcher's queue); `setting`/`raise_with` as LimitExceeded's."""
+
+    def __init__(self, what: str, limit: int, setting: str, raise_with: str = ""):
+        self.what, self.limit, self.setting, self.raise_with = what, limit, setting, raise_with
+        self.inside = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self.inside >= self.limit:
+                raise LimitExceeded(f"{self.inside} {self.what} wait or run", self.setting, self.limit,
+                                    self.raise_with)
+            self.inside += 1
+
+    def __exit__(self, *_) -> None:
+        with self._lock:
+            self.inside -= 1
+
+
 class Gates:
-    """The gates of one server: Compile and CheckGraph share one (both parse graphs), Execute has its own."""
+    """The gates of one server: Compile and CheckGraph share one (both parse graphs), Execute has its own; infers
+    in dynamic batchers are admitted apart (they take an execute slot per batch, not per request)."""
 
     def __init__(self, settings: Settings):
         gated = (settings.max_concurrent_compiles + settings.compile_queue + settings.max_concurrent_executes
@@ -146,6 +168,11 @@ class Gates:
         self.execute = Gate("Execute", settings.max_concurrent_executes, settings.execute_queue,
                             slots_setting="max_concurrent_executes", queue_setting="execute_queue",
                             own_threads=False)
+        # An infer in a dynamic batcher's queue holds its transport's thread: they get the threads the gated calls
+        # leave, but the one a health check needs.
+        self.batched = Admission(
+            "infers in dynamic batchers", settings.workers - gated - 1, "batched_infers",
+            f"XLACS_WORKERS: workers={settings.workers} less the {gated} gated calls and one for health checks")
         # A slot held past these is stuck: a compile or an execution runs past its limit, which the daemon
         # could not stop (an XLA compile, a program run in the daemon).
         self._limits = ((self.compile, "compile_deadline_s", settings.compile_deadline_s),
