@@ -162,7 +162,6 @@ class Client:
         options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.service_config", SERVICE_CONFIG),
                    *streaming.CHANNEL_OPTIONS]
-        streaming.one_malloc_arena()  # before the channel's threads start
         self.channel = (grpc.secure_channel(target, credentials, options) if credentials
                         else grpc.insecure_channel(target, options))
         if token:

@@ -4,15 +4,11 @@ come, so that the call holds no tensor's bytes twice; xlacs.wire writes and read
 copy. Executable.execute streams the calls that move at least STREAM_BYTES.
 
 The client's peak memory while a call streams stays near the output arrays it fills (docs/data_plane.md, "The
-client's memory") through two settings: the channel's fixed receive window (CHANNEL_OPTIONS), which bounds the
-pieces gRPC holds before Python reads them, and one glibc malloc arena (one_malloc_arena), in which the piece
-buffers each of gRPC's threads frees are reused by the next piece rather than kept in an arena of that thread."""
+client's memory"): the channel's fixed receive window (CHANNEL_OPTIONS) bounds the pieces gRPC holds before Python
+reads them."""
 from __future__ import annotations
 
-import ctypes
 import math
-import os
-import sys
 from typing import Iterable, Iterator, Mapping
 
 import numpy as np
@@ -31,25 +27,6 @@ STREAM_BYTES = 1 << 20
 # daemon's pieces as it will hold before Python reads them: a 64 MiB output arrived with up to 2.14x the payload in
 # the client's peak, against at most 1.80x with this window of two pieces (docs/data_plane.md).
 CHANNEL_OPTIONS = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 2 * tensors.PIECE_BYTES)]
-
-_M_ARENA_MAX = -8  # glibc's malloc.h
-
-
-def one_malloc_arena() -> None:
-    """Makes glibc's malloc give every thread created from now on the process's one arena, unless the user chose
-    (MALLOC_ARENA_MAX in the environment). A Client calls it before it opens its channel: in the client's process
-    only, never the daemon's, which imports the xlacs package too and whose compiler threads want arenas of their
-    own. gRPC's threads copy each piece into and out of 4 MiB buffers; in an
-    arena of each thread, the freed buffers stay in the process (glibc raises its mmap threshold past a freed
-    buffer's size), several times over: 64 MiB in and out peaked at 1.70-1.86x the payload, 1.32-1.48x with one
-    arena, at the same speed (docs/data_plane.md). Other C libraries have no such arenas: nothing to do there."""
-    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
-        return
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc's; musl's does nothing
-    if mallopt is not None:
-        mallopt(_M_ARENA_MAX, 1)
-
-
 
 def output_bytes(outputs: Iterable[xlacs_pb2.TensorSpec]) -> int:
     """The bytes of a signature's outputs (an unknown dimension counts as one)."""
