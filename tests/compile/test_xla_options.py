@@ -62,12 +62,13 @@ def test_options_reach_the_compiled_program():
 
 
 def conv_spec() -> CompileSpec:
-    """y = relu(conv2d(x, w)): a 3x3 convolution of ResNet50's first stage, its kernel a lifted weight."""
+    """y = relu(conv2d(x, w)): a 3x3 stride-2 convolution as ResNet50's downsampling ones, its kernel a lifted weight
+    (a stride-1 one would become Winograd's dots, passes/winograd.py)."""
     g = tf.Graph()
     with g.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [1, 56, 56, 64], name="x")
         w = tf.constant(np.random.default_rng(0).standard_normal((3, 3, 64, 64)).astype(np.float32), name="w")
-        tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME"), name="y")
+        tf.nn.relu(tf.nn.conv2d(x, w, 2, "SAME"), name="y")
     return CompileSpec(g.as_graph_def().SerializeToString(), [("x:0", dtypes.parse("float32"), (1, 56, 56, 64))],
                        ["y:0"])
 
