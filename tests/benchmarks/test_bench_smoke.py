@@ -126,6 +126,16 @@ def test_goal_verdicts_say_by_how_much():
     assert goals.Goal("l2", "cheap", 0.02, "%", value=0.01).ratio_text == "1.0% (≤ 2.0%)"
 
 
+def test_every_goal_missed_says_what_limits_it():
+    """A missed goal's analysis paragraph exists for every goal the report can show (the batching goal once had none,
+    and the report failed to render)."""
+    batching = {"clients": 16, "max_batch_size": 8, "max_queue_delay_us": 2000, "throughput_ratio": 0.79,
+                "with": {"requests_per_s": 65.3, "p99_ms": 485}, "without": {"requests_per_s": 82.2, "p99_ms": 790}}
+    lines = goals.analysis({"batching": batching})
+    assert any("dynamic batching" in line and "p99 485 against 790 ms" in line for line in lines)
+    assert {g.key for g in goals.evaluate({})} <= set(goals.WHY)
+
+
 def test_py_spy_stacks_are_summarized_by_function():
     raw = ("_bootstrap (threading.py:1002);run (server/rpc/servicer.py:55);from_proto (client/tensors.py:30) 6\n"
            "_bootstrap (threading.py:1002);run (server/rpc/servicer.py:60);fill (client/tensors.py:17) 2\n"
