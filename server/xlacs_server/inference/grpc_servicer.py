@@ -54,13 +54,8 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         return pb.ServerMetadataResponse(name="xlacs", version=xlacs_version.VERSION, extensions=EXTENSIONS)
 
     def ModelMetadata(self, request, context):
-        model = self._ready(request.name, request.version)
-        tensor = pb.ModelMetadataResponse.TensorMetadata
-        return pb.ModelMetadataResponse(
-            name=model.name, platform=model.platform,
-            versions=[s.version for s in self.models.index() if s.name == model.name and s.version],
-            inputs=[tensor(name=t.name, datatype=t.datatype, shape=t.shape) for t in model.inputs],
-            outputs=[tensor(name=t.name, datatype=t.datatype, shape=t.shape) for t in model.outputs])
+        return json_format.ParseDict(infer_request.metadata_of(self.models, request.name, request.version),
+                                     pb.ModelMetadataResponse())
 
     def ModelConfig(self, request, context):
         """The config as served (a SavedModel's inputs and outputs filled in from its signature)."""

@@ -88,6 +88,19 @@ def ready(model):
     return model
 
 
+def metadata_of(models, name: str, version: str = "") -> dict:
+    """The protocol's model metadata (as JSON) of a READY version (the highest ready one without a version): what
+    both transports' metadata calls answer."""
+    model = ready(models.model(name, version))
+    return {"name": model.name, "platform": model.platform,
+            "versions": [s.version for s in models.index() if s.name == model.name and s.version],
+            "inputs": [_tensor(t) for t in model.inputs], "outputs": [_tensor(t) for t in model.outputs]}
+
+
+def _tensor(metadata) -> dict:
+    return {"name": metadata.name, "datatype": metadata.datatype, "shape": list(metadata.shape)}
+
+
 def _input(item, reader: binary_data.Reader) -> tuple[str, np.ndarray]:
     name = _name(item, "an input")
     where = f"input {name!r}"

@@ -102,10 +102,7 @@ class Endpoints:
         return JSONResponse({"ready": True})
 
     def model_metadata(self, name: str, version: str = "") -> dict:
-        model = self._ready(name, version)
-        return {"name": model.name, "platform": model.platform,
-                "versions": [s.version for s in self.models.index() if s.name == model.name and s.version],
-                "inputs": [_tensor(t) for t in model.inputs], "outputs": [_tensor(t) for t in model.outputs]}
+        return infer_request.metadata_of(self.models, name, version)
 
     def model_ready(self, name: str, version: str = "") -> dict:
         """200 when the version (the highest ready one without a version) is READY; 503 saying why otherwise."""
@@ -281,6 +278,3 @@ def _answering_errors(counters) -> type[APIRoute]:
             return answer
     return ProtocolRoute
 
-
-def _tensor(metadata) -> dict:
-    return {"name": metadata.name, "datatype": metadata.datatype, "shape": list(metadata.shape)}

@@ -213,13 +213,15 @@ class ServedModel:
     def _run(self, batch: dict[str, np.ndarray], call: Call) -> tuple[dict[str, np.ndarray], float]:
         """(outputs by name, compute seconds): the batch padded to its bucket, run in an execute slot."""
         feeds = {b.tensor: batch[b.name] for b in self._source.inputs}
+
+        def execute():
+            return execute_routed(self._service, call, self._executable_id, feeds,
+                                  lambda spec: self._compile_bucket(spec, call.context))
         try:
-            _, results, ms = execute_routed(self._service, call, self._executable_id, feeds,
-                                            lambda spec: self._compile_bucket(spec, call.context))
+            _, results, ms = execute()
         except NotFound:  # the daemon dropped the executable (max_loaded): bound again, from the cache
             self._compile_executable(call.context)
-            _, results, ms = execute_routed(self._service, call, self._executable_id, feeds,
-                                            lambda spec: self._compile_bucket(spec, call.context))
+            _, results, ms = execute()
         size = next(iter(batch.values())).shape[0] if self.max_batch_size else 1
         self.statistics.execution(size, ms / 1e3)
         return {b.name: out for b, out in zip(self._source.outputs, results)}, ms / 1e3
