@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.model_repository import Context, ModelServer, graphdef_model, saved_model
-from xlacs_server.errors import InvalidRequest, Unavailable
+from xlacs_server.errors import InvalidRequest, NotFound, Unavailable
 
 WAIT_S = 60
 
@@ -107,3 +107,18 @@ def test_an_unload_waits_for_the_requests_in_flight_and_refuses_new_ones(served)
     unloading.join(WAIT_S)
     assert not unloading.is_alive()
     assert status(server, "keras_gd") == [("", "UNAVAILABLE", "unloaded")]
+
+
+def test_a_model_whose_executable_the_daemon_dropped_is_bound_again_from_the_cache(tmp_path):
+    """max_loaded 1: loading the second static model drops the first's executable; an infer of the first binds it
+    again (from the in-process cache, compiling nothing) and answers as TF does."""
+    first = graphdef_model(tmp_path, "first", max_batch_size=0)
+    graphdef_model(tmp_path, "second", versions=(2,), max_batch_size=0)  # other weights: another executable id
+    with ModelServer(tmp_path, max_loaded=1) as server:
+        compiles = server.service.counters.compiles
+        with pytest.raises(NotFound):  # dropped when the second model loaded
+            server.service.loaded(server.models.model("first")._executable_id)
+        inputs = first.inputs(2)
+        got = server.models.model("first").infer(inputs, None, Context())
+        np.testing.assert_allclose(got["Identity"], first.expected(inputs)["Identity"], rtol=1e-5, atol=1e-5)
+        assert server.service.counters.compiles == compiles
