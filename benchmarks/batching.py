@@ -2,6 +2,8 @@
 graph with and without dynamic_batching, under 16 concurrent clients each sending one image at a time with NVIDIA's
 tritonclient over HTTP (in its own process and venv, .venv-tritonclient). The two models are measured in alternating
 rounds in one run, so that the machine's load weighs on both alike; the goal is the ratio of their throughputs.
+Beside it, one client sends the model without the batcher requests of 1, 2, 4 and 8 images in turns (the batch
+sweep): the time per image at each batch size bounds what any batcher can gain on this machine.
 
     .venv/bin/python -m benchmarks.batching [--seconds 10] [--rounds 2]
 """
@@ -60,6 +62,29 @@ reply(arrays={"latencies": np.array(latencies)}, result={"seconds": time.perf_co
 """
 
 
+SWEEP = """
+import time
+import numpy as np
+import tritonclient.http as http
+client = http.InferenceServerClient(args["url"], network_timeout=600)
+rng = np.random.default_rng(0)
+latencies = {str(size): [] for size in args["sizes"]}
+for _ in range(args["turns"]):
+    for size in args["sizes"]:
+        batch = rng.uniform(-1, 1, (size, 224, 224, 3)).astype(np.float32)
+        given = http.InferInput(args["input"], list(batch.shape), "FP32")
+        given.set_data_from_numpy(batch, binary_data=True)
+        stop = time.monotonic() + args["seconds"]
+        while time.monotonic() < stop:
+            start = time.perf_counter()
+            client.infer(args["model"], [given])
+            latencies[str(size)].append(time.perf_counter() - start)
+reply(arrays={size: np.array(times) for size, times in latencies.items()})
+"""
+SWEEP_SIZES = (1, 2, 4, 8)
+SWEEP_TURNS = 4
+
+
 def write_repository(repo: pathlib.Path) -> str:
     """The two models (one graph, one config without and one with dynamic_batching); the input's name."""
     frozen, _ = frozen_keras("MobileNetV2", (None, 224, 224, 3))
@@ -104,6 +129,7 @@ def measure(directory: pathlib.Path, seconds: float, rounds: int) -> dict:
                 if result["failed"]:
                     raise RuntimeError(f"{result['failed']} requests to {model} failed: {result['errors']}")
                 runs[model].append((arrays["latencies"], result["seconds"]))
+        sweep = batch_sweep(directory, http_address, input_name, seconds * rounds / (SWEEP_TURNS * len(SWEEP_SIZES)))
     finally:
         server.stop()
     figures = {}
@@ -115,7 +141,22 @@ def measure(directory: pathlib.Path, seconds: float, rounds: int) -> dict:
     return {"clients": CLIENTS, "max_batch_size": MAX_BATCH_SIZE, "max_queue_delay_us": QUEUE_DELAY_US,
             "seconds": seconds, "rounds": rounds, "without": figures[PLAIN], "with": figures[BATCHED],
             "throughput_ratio": figures[BATCHED]["requests_per_s"] / figures[PLAIN]["requests_per_s"],
-            "load_average": [load_before, os.getloadavg()]}
+            "sweep": sweep, "load_average": [load_before, os.getloadavg()]}
+
+
+def batch_sweep(directory: pathlib.Path, http_address: str, input_name: str, seconds: float) -> dict:
+    """The model without the batcher called by one client with batches of each of SWEEP_SIZES, in turns of
+    `seconds` per size: p50 per request and per image (ms) by batch size, and the best size's images per second over
+    a batch of one's (the most a batcher could gain if merging cost nothing)."""
+    arrays, _ = tritonclient.run(SWEEP, directory / "sweep", url=http_address, model=PLAIN, input=input_name,
+                                 sizes=list(SWEEP_SIZES), turns=SWEEP_TURNS, seconds=seconds)
+    rows = {size: {"p50_ms": float(np.percentile(arrays[str(size)], 50) * 1e3), "requests": len(arrays[str(size)])}
+            for size in SWEEP_SIZES}
+    for size, row in rows.items():
+        row["per_image_ms"] = row["p50_ms"] / size
+    best = min(rows, key=lambda size: rows[size]["per_image_ms"])
+    return {"sizes": {str(size): row for size, row in rows.items()}, "best_size": best,
+            "ceiling": rows[1]["per_image_ms"] / rows[best]["per_image_ms"]}
 
 
 def main() -> None:

@@ -259,7 +259,17 @@ def _batching(results: dict) -> list[str]:
             f"in their own process), {b['rounds']} alternating rounds of {b['seconds']:g} s per model. Throughput "
             f"ratio {b['throughput_ratio']:.2f}×. Load average {b['load_average'][0][0]:.1f} before, "
             f"{b['load_average'][1][0]:.1f} after.", "",
-            *_table(["", "requests/s", "p50 ms", "p99 ms", "requests"], rows)]
+            *_table(["", "requests/s", "p50 ms", "p99 ms", "requests"], rows), *_batch_sweep(b.get("sweep"))]
+
+
+def _batch_sweep(sweep: dict | None) -> list[str]:
+    if sweep is None:
+        return []
+    rows = [[size, _ms(r["p50_ms"]), _ms(r["per_image_ms"]), str(r["requests"])] for size, r in sweep["sizes"].items()]
+    return ["", "The batch sweep: one client sends the model without the batcher requests of each batch size in turns "
+            "(what each merged run costs, with nothing else running). A batcher can gain at most the ratio of the "
+            f"time per image at batch 1 to the best size's: {sweep['ceiling']:.2f}× (batch {sweep['best_size']}).",
+            "", *_table(["batch size", "p50 ms per request", "ms per image", "requests"], rows)]
 
 
 def _scaling(results: dict) -> list[str]:

@@ -133,6 +133,10 @@ def test_every_goal_missed_says_what_limits_it():
                 "with": {"requests_per_s": 65.3, "p99_ms": 485}, "without": {"requests_per_s": 82.2, "p99_ms": 790}}
     lines = goals.analysis({"batching": batching})
     assert any("dynamic batching" in line and "p99 485 against 790 ms" in line for line in lines)
+    sizes = {"1": {"per_image_ms": 8.0}, "2": {"per_image_ms": 6.4}, "4": {"per_image_ms": 6.6}}
+    swept = goals.analysis({"batching": {**batching, "sweep": {"sizes": sizes, "best_size": 2, "ceiling": 1.25}}})
+    assert any("1: 8.00, 2: 6.40, 4: 6.60 ms per image" in line and "more than 1.25×" in line
+               and "every 12.17 ms" in line for line in swept)
     assert {g.key for g in goals.evaluate({})} <= set(goals.WHY)
 
 
