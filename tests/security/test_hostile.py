@@ -263,3 +263,16 @@ def test_string_constants_such_as_assert_messages(client):
     x = np.array([1, 2, 3], np.float32)
     got, = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)(x)
     np.testing.assert_array_equal(got, tf.function(checked)(x).numpy())
+
+
+@pytest.mark.parametrize("data", [b"\xff" * 9, b"\x12\x05ab", b"\x12\x03\x0a\x01", b"\x08\x96\x01\x38"],
+                         ids=["bad-varint", "past-the-end", "tensor-past-the-end", "group-wire-type"])
+def test_bytes_that_are_no_execute_request(client, data):
+    """Bytes that are no ExecuteRequest (Execute reads it with protobuf, ExecuteStream with xlacs.wire) are
+    INVALID_ARGUMENT saying so, not the INTERNAL grpc gives a deserializer that raises (rpc/execute_wire.py)."""
+    execute = client.channel.unary_unary("/xlacs.v1.Compiler/Execute")
+    refused(lambda: execute(data, timeout=60), grpc.StatusCode.INVALID_ARGUMENT,
+            "not a well-formed xlacs.v1.ExecuteRequest")
+    stream = client.channel.stream_stream("/xlacs.v1.Compiler/ExecuteStream")
+    refused(lambda: list(stream(iter([data]), timeout=60)), grpc.StatusCode.INVALID_ARGUMENT,
+            "not a well-formed xlacs.v1.ExecuteRequest")

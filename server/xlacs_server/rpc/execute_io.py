@@ -17,6 +17,7 @@ from xlacs_server.errors import Cancelled, InvalidRequest, LimitExceeded
 from xlacs_server.execute.executable import Executable
 from xlacs_server.execute.resident import ResidentTensor, ResidentTensors, ttl
 from xlacs_server.execute.shared_memory import Lease, Target
+from xlacs_server.rpc import execute_wire
 
 
 # --- Execute: each tensor whole ------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def fill_output(tensor: xlacs_pb2.Tensor, name: str, output: np.ndarray | Reside
 def streamed_inputs(requests: Iterator[tuple[xlacs_pb2.ExecuteRequest, list]], service,
                     checkpoint: Callable[[str], None]) -> tuple[xlacs_pb2.ExecuteRequest, dict[str, np.ndarray]]:
     """The first request of an ExecuteStream (its executable_id, outputs and session) and the inputs put together
-    from the pieces of all of them (each request as rpc/pieces.py reads it: the message, then its pieces and views
+    from the pieces of all of them (each request as rpc/execute_wire.py reads it: the message, then its pieces and views
     of their content), each input in one array allocated at its first piece once the inputs' declared bytes are
     checked against max_input_bytes. A piece out of place is INVALID_ARGUMENT naming its input."""
     requests = _received(requests)
@@ -174,7 +175,7 @@ def streamed_inputs(requests: Iterator[tuple[xlacs_pb2.ExecuteRequest, list]], s
 
 
 def streamed_outputs(executable: Executable, outputs: list[np.ndarray], execute_ms: float) -> Iterator[bytes]:
-    """The outputs of an ExecuteStream in fetch order, a piece per response (serialized: rpc/pieces.py), execute_ms
+    """The outputs of an ExecuteStream in fetch order, a piece per response (serialized: rpc/execute_wire.py), execute_ms
     on the first."""
     first = True
     for s, array in zip(executable.outputs, outputs):
@@ -196,6 +197,7 @@ def streamed_outputs(executable: Executable, outputs: list[np.ndarray], execute_
 def _received(requests: Iterator) -> Iterator:
     """The requests as they arrive; a client that cancels or goes away midway ends the call as CANCELLED."""
     try:
-        yield from requests
+        for received in requests:
+            yield execute_wire.parsed(received)
     except grpc.RpcError:
         raise Cancelled("the client cancelled the stream or went away before its last request") from None

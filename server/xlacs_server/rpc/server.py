@@ -12,9 +12,9 @@ from xlacs_server.inference import grpc_servicer
 from xlacs_server.inference.v2 import grpc_service_pb2_grpc
 from xlacs_server.rpc.auth import AuthInterceptor, TokenStore
 from xlacs_server.rpc.errors import ErrorInterceptor
+from xlacs_server.rpc.execute_wire import ExecuteWireInterceptor
 from xlacs_server.rpc.received import ReceivedBytesInterceptor
 from xlacs_server.rpc import readiness
-from xlacs_server.rpc.pieces import PiecesInterceptor
 from xlacs_server.rpc.servicer import CompilerServicer
 from xlacs_server.service import CompilationService
 
@@ -34,7 +34,7 @@ def create_server(service: CompilationService, address: str) -> tuple[grpc.Serve
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="rpc"),
         interceptors=[*([AuthInterceptor(tokens)] if tokens else []), ErrorInterceptor(service.counters),
-                      ReceivedBytesInterceptor(service.counters), PiecesInterceptor()],
+                      ReceivedBytesInterceptor(service.counters), ExecuteWireInterceptor()],
         options=[("grpc.max_receive_message_length", received),
                  ("grpc.max_send_message_length", MAX_PROTOBUF_BYTES)],
         # Calls beyond the threads fail fast with RESOURCE_EXHAUSTED, rather than queue without bound.

@@ -9,7 +9,7 @@ from xlacs_server.cache.blobs import checked_digest
 from xlacs_server.errors import InvalidRequest, LimitExceeded
 from xlacs_server.execute.download import download
 from xlacs_server.lower import registry
-from xlacs_server.rpc import execute_io
+from xlacs_server.rpc import execute_io, execute_wire
 from xlacs_server.rpc.limits import Gates
 from xlacs_server.rpc.routed import execute_routed
 from xlacs_server.service import CompilationService, CompileSpec
@@ -56,7 +56,8 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                                          passes=result.loaded.executable.passes,
                                          graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
-    def Execute(self, request, context):
+    def Execute(self, received, context):
+        request = execute_wire.parsed(received)
         with self.service.shared_memory.lease(request.session_id) as lease:  # its regions stay open until it is done
             inputs, keep = execute_io.inputs(request, self.service.resident, lease), execute_io.kept(request)
             targets = execute_io.output_targets(request, lease)
