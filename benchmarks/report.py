@@ -134,7 +134,8 @@ def _execute(results: dict) -> list[str]:
     return ["## Execute latency (ms, p50 / p99)", "",
             f"Batch 1, numpy in and numpy out for every peer. The peers are timed interleaved, {seconds:g} s each "
             "per model in 5 turns taken in rotation, one peer running at a time, so that load from elsewhere "
-            "lands on all of them. xlacs is a separate `xlacs serve` process called over loopback gRPC from the "
+            "lands on all of them; each round takes the peers in another order, so that what one leaves behind "
+            "after its turn (threads that spin, caches) slows a different peer each round. xlacs is a separate `xlacs serve` process called over loopback gRPC from the "
             "benchmark's process; every other peer runs in a process of its own on the same GraphDef and input "
             "files and times its own calls. *In-process JAX* calls the very program xlacs compiled (same passes, "
             "lowering and PJRT options), so *xlacs / in-process JAX* is the service overhead; *xlacs, run local* (the small "

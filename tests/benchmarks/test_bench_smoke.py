@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from benchmarks import compile_latency, execute_latency, goals, models, peers, profiles, report, transport
+from benchmarks import compile_latency, execute_latency, goals, models, peers, profiles, report, timing, transport
 from benchmarks.peers.remote import PeerProcesses
 from benchmarks.raw_grpc import RawGrpc
 from xlacs.freeze import FrozenGraph
@@ -155,3 +155,23 @@ def test_copy_rates_are_measured():
     rates = transport.copy_rates(1 << 20, repeats=2)
     assert rates["fresh_pages_gb_per_s"] > 0 and rates["mapped_pages_gb_per_s"] > 0
     assert np.isfinite(list(rates.values())).all()
+
+
+def test_interleaved_turns_change_who_follows_whom():
+    """What a peer leaves behind after its turn slows the next one: in a fixed order that would always be the same
+    peer. Every peer gets its warm-up call and a turn per round, and no peer follows the same one every round."""
+    taken = []
+
+    def turn(name):
+        def take(seconds, min_calls):
+            taken.append(name)
+            return [1.0] * min_calls
+        return take
+    names = ["xlacs", "TF graph mode", "TF XLA", "tf2jax", "OpenVINO", "ONNX Runtime", "in-process JAX"]
+    samples = timing.interleaved_turns({name: turn(name) for name in names}, 0.0, rounds=5, min_calls=5)
+    assert all(len(s.ms) == 5 for s in samples.values())
+    rounds = [taken[len(names) * r:len(names) * (r + 1)] for r in range(6)]  # the warm-ups, then five rounds
+    assert all(sorted(r) == sorted(names) for r in rounds)
+    for name in names:
+        before = {r[r.index(name) - 1] if r.index(name) else None for r in rounds[1:]}
+        assert len(before) > 1, f"{name} follows the same peer every round"
