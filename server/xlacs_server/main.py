@@ -82,7 +82,7 @@ def serve(args) -> None:
     log.info("shutting down: no new calls; %d call(s) in flight get up to %g s to finish",
              metrics.calls_in_flight(), settings.shutdown_grace_s)
     health.enter_graceful_shutdown()
-    app.state.dashboard.draining = True  # /readyz answers 503 while the calls in flight finish
+    service.draining = True  # /readyz, /v2/health/ready and ServerReady answer not ready while the calls finish
     # The deadline is kept here, not by gRPC's own grace: its timer would cancel the calls at a moment of its
     # own, and a call cut there may end its work before it is counted.
     drained = server.stop(grace=threading.TIMEOUT_MAX)

@@ -198,12 +198,15 @@ def test_metrics_follow_compiles_executes_and_errors(http, client, server):
 def test_health_and_readiness(http, dashboard):
     assert http.get("/healthz").json() == {"status": "ok"}
     assert http.get("/readyz").json() == {"status": "ready"}
-    dashboard.app.state.dashboard.draining = True
+    assert [(r.status_code, r.content) for r in (http.head("/healthz"), http.head("/readyz"))] == [(200, b"")] * 2
+    service = dashboard.app.state.dashboard.service
+    service.draining = True
     try:
         response = http.get("/readyz")
         assert (response.status_code, response.json()) == (503, {"status": "draining"})
+        assert (http.head("/readyz").status_code, http.head("/readyz").content) == (503, b"")
     finally:
-        dashboard.app.state.dashboard.draining = False
+        service.draining = False
 
 
 class _Assets(html.parser.HTMLParser):

@@ -81,6 +81,9 @@ def test_the_image_command_serves_with_the_compose_environment_and_passes_its_he
         options, command = image.healthcheck
         healthcheck = files.healthcheck_argv(command, daemon.env)
         assert healthcheck[healthcheck.index("--server") + 1] == daemon.address  # it follows XLACS_PORT
+        # The server's health (""), which waits for the model repository as /v2/health/ready does
+        # (tests/inference/test_readiness.py).
+        assert healthcheck[healthcheck.index("--service") + 1] == ""
         deadline = time.monotonic() + int(options["start-period"].rstrip("s"))
         while (probe := subprocess.run(healthcheck, env=daemon.env, capture_output=True, text=True)).returncode:
             assert daemon.process.poll() is None, daemon.output

@@ -88,9 +88,11 @@ def test_index_of_ready_versions_and_one_repository(stub):
 
 def test_health_and_reflection_name_the_inference_service(model_server):
     with grpc.insecure_channel(model_server.grpc_address) as channel:
-        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=SERVICE),
-                                                           timeout=TIMEOUT_S)
-        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        # SERVING once the repository has loaded, which the readiness thread reports as soon as it wakes.
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=SERVICE),
+                                                          timeout=TIMEOUT_S)
+        assert health_pb2.HealthCheckResponse.SERVING in (answer.status for answer in watch)
+        watch.cancel()
         answers = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
             iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=TIMEOUT_S)
         assert SERVICE in {s.name for s in next(answers).list_services_response.service}

@@ -91,26 +91,21 @@ def create_app(service, *, refresh_s: float = 2.0) -> FastAPI:
         """Prometheus text exposition."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/healthz", tags=["operations"])
+    @app.api_route("/healthz", methods=["GET", "HEAD"], tags=["operations"])  # HEAD: for probes that ask it
     def healthz() -> models.Health:
         """The process answers."""
         return models.Health(status="ok")
 
-    def unready() -> str:
-        """Why the daemon takes no requests now: draining for shutdown, no devices, every slot of a gate stuck
-        (rpc/readiness.py); "" when it takes them."""
-        return "draining" if dash.draining else "no devices" if not service.devices.all else service.unready
-
-    @app.get("/readyz", tags=["operations"], responses={503: {"model": models.Health}})
+    @app.api_route("/readyz", methods=["GET", "HEAD"], tags=["operations"], responses={503: {"model": models.Health}})
     def readyz() -> models.Health:
         """Ready for requests: devices are present, the daemon is not draining for shutdown, and no gate has
         every slot stuck (rpc/readiness.py)."""
-        why = unready()
+        why = service.unready()
         if why:
             return JSONResponse(models.Health(status=why).model_dump(), status_code=503)
         return models.Health(status="ready")
 
-    app.include_router(rest.router(service, unready))  # the Open Inference Protocol: /v2/...
+    app.include_router(rest.router(service))  # the Open Inference Protocol: /v2/...
 
     return app
 

@@ -26,10 +26,9 @@ HANDLE_PREFIX = 6  # characters of a resident tensor's handle shown: enough to t
 
 @dataclasses.dataclass
 class Dashboard:
-    """What the views read: the service, its sampled history, and whether the daemon is draining."""
+    """What the views read: the service and its sampled history."""
     service: object  # a CompilationService
     sampler: Sampler
-    draining: bool = False
 
 
 def dashboard(request: Request) -> Dashboard:

@@ -14,7 +14,7 @@ from xlacs_server import version as xlacs_version
 from xlacs_server.errors import InvalidRequest, NotFound, Unavailable, Unimplemented, XlacsError
 from xlacs_server.inference import EXTENSIONS, grpc_tensors, infer_request, parameters, statistics_of
 from xlacs_server.inference.v2 import grpc_service_pb2 as pb, grpc_service_pb2_grpc
-from xlacs_server.models.model import READY
+from xlacs_server.models.model import READY, ready
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         return pb.ServerLiveResponse(live=True)
 
     def ServerReady(self, request, context):
-        """Ready: no gate is stuck (as the health service says) and the repository's initial load has ended."""
-        return pb.ServerReadyResponse(ready=not self.service.unready and self.models.ready)
+        """Ready as REST's /v2/health/ready: the daemon takes requests and the repository's initial load has ended."""
+        return pb.ServerReadyResponse(ready=not self.service.unready(models=True))
 
     def ModelReady(self, request, context):
         """Whether the version (the highest ready one without a version) is READY: an unknown model is not."""
@@ -130,7 +130,7 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
     # --- Helpers ---------------------------------------------------------------------------------
 
     def _ready(self, name: str, version: str):
-        return infer_request.ready(self.models.model(name, version))
+        return ready(self.models.model(name, version))
 
     def _one_repository(self, repository_name: str) -> None:
         if repository_name:

@@ -9,10 +9,10 @@ import json
 
 import numpy as np
 
-from xlacs_server.errors import InvalidRequest, Unavailable
+from xlacs_server.errors import InvalidRequest
 from xlacs_server.inference import binary_data, json_tensors, parameters
 from xlacs_server.models import datatypes
-from xlacs_server.models.model import READY
+from xlacs_server.models.model import ready
 
 
 @dataclasses.dataclass
@@ -79,13 +79,6 @@ def response(model, request: InferRequest, outputs: dict[str, np.ndarray]) -> tu
         header["id"] = request.id
     header["outputs"] = items
     return binary_data.body(header, chunks)
-
-
-def ready(model):
-    """`model`, READY: its inputs and outputs are known. Unavailable with its state and reason otherwise."""
-    if model.state != READY:
-        raise Unavailable(f"{model!r} is {model.state}" + (f": {model.reason}" if model.reason else ""))
-    return model
 
 
 def metadata_of(models, name: str, version: str = "") -> dict:

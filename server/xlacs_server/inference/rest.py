@@ -9,7 +9,6 @@ import re
 import threading
 import time
 import zlib
-from typing import Callable
 
 import anyio
 from fastapi import APIRouter, Request, Response
@@ -21,7 +20,7 @@ from pydantic import BaseModel
 from xlacs_server import version as xlacs_version
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unimplemented
 from xlacs_server.inference import EXTENSIONS, binary_data, infer_request, parameters, statistics_of, status
-from xlacs_server.models.model import READY
+from xlacs_server.models.model import READY, ready
 from xlacs_server.rpc.server import REQUEST_HEADROOM_BYTES
 
 WBITS = {"gzip": 31, "deflate": 15}  # zlib's window bits for a Content-Encoding: gzip framing, zlib framing
@@ -47,10 +46,9 @@ class Readiness(BaseModel):
     reason: str | None = None
 
 
-def router(service, unready: Callable[[], str]) -> APIRouter:
-    """The protocol's endpoints over `service`; `unready` says why the daemon takes no requests now ("" when it
-    does), as the dashboard's /readyz does."""
-    endpoints = Endpoints(service, unready)
+def router(service) -> APIRouter:
+    """The protocol's endpoints over `service`."""
+    endpoints = Endpoints(service)
     api = APIRouter(tags=["inference"], route_class=_answering_errors(service.counters))
     error = {code: {"model": ProtocolError} for code in (400, 401, 404, 429, 500, 501, 503, 504)}
     model_paths = ("/v2/models/{name}", "/v2/models/{name}/versions/{version}")
@@ -67,8 +65,8 @@ def router(service, unready: Callable[[], str]) -> APIRouter:
         ("POST", ("/v2/repository/models/{name}/load",), endpoints.load),
         ("POST", ("/v2/repository/models/{name}/unload",), endpoints.unload),
     ]:
-        for path in paths:
-            api.add_api_route(path, handler, methods=[method],
+        for path in paths:  # HEAD as GET without the body (RFC 9110): probes and balancers ask it
+            api.add_api_route(path, handler, methods=[method, "HEAD"] if method == "GET" else [method],
                               responses={503: {"model": Readiness}} if handler == endpoints.ready else error)
     api.add_api_route("/v2/{path:path}", endpoints.no_endpoint, include_in_schema=False,
                       methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
@@ -76,9 +74,8 @@ def router(service, unready: Callable[[], str]) -> APIRouter:
 
 
 class Endpoints:
-    def __init__(self, service, unready: Callable[[], str]):
-        self.models = service.models
-        self.unready = unready
+    def __init__(self, service):
+        self.service, self.models = service, service.models
         settings = service.settings
         # A blocked infer holds a thread (while the batcher gathers, or the model runs): as many as gRPC has.
         self.infer_threads = anyio.CapacityLimiter(settings.workers)
@@ -96,7 +93,7 @@ class Endpoints:
 
     def ready(self) -> Response:
         """Ready: the daemon takes requests (as /readyz) and the model repository's initial load has ended."""
-        why = self.unready() or ("" if self.models.ready else "the model repository is loading")
+        why = self.service.unready(models=True)
         if why:
             return JSONResponse({"ready": False, "reason": why}, status_code=503)
         return JSONResponse({"ready": True})
@@ -185,7 +182,7 @@ class Endpoints:
     # --- Helpers ---------------------------------------------------------------------------------
 
     def _ready(self, name: str, version: str):
-        return infer_request.ready(self.models.model(name, version))
+        return ready(self.models.model(name, version))
 
     async def _body(self, request: Request) -> bytes:
         """The request's body as sent, bounded by max_input_bytes (plus room for the JSON)."""

@@ -31,6 +31,13 @@ log = logging.getLogger(__name__)
 LOADING, READY, UNAVAILABLE, UNLOADING = "LOADING", "READY", "UNAVAILABLE", "UNLOADING"  # Triton's words
 
 
+def ready(model):
+    """`model`, READY: its inputs and outputs are known. Unavailable with its state and reason otherwise."""
+    if model.state != READY:
+        raise Unavailable(f"{model!r} is {model.state}" + (f": {model.reason}" if model.reason else ""))
+    return model
+
+
 @dataclasses.dataclass(frozen=True)
 class TensorMetadata:
     name: str
@@ -269,8 +276,7 @@ class ServedModel:
     def _request(self):
         """A request in flight on a READY model; Unavailable otherwise."""
         with self._lock:
-            if self.state != READY:
-                raise Unavailable(f"{self!r} is {self.state}" + (f": {self.reason}" if self.reason else ""))
+            ready(self)
             self._in_flight += 1
         try:
             yield

@@ -1,6 +1,9 @@
-"""Readiness that tells the truth: while every slot of a gate is held by calls running past their limit (an
-XLA compile or a program run in the daemon, which nothing can stop), the daemon is not ready; the gRPC health
-service answers NOT_SERVING and /readyz 503, so a balancer sends calls elsewhere until a slot frees."""
+"""Readiness that tells the truth, on the gRPC health service as on /readyz and /v2/health/ready (all of them ask
+`CompilationService.unready`). While every slot of a gate is held by calls running past their limit (an XLA
+compile or a program run in the daemon, which nothing can stop), the daemon is not ready: the health service
+answers NOT_SERVING, so a balancer sends calls elsewhere until a slot frees. The Open Inference Protocol's service
+and the whole server ("") are not ready either until the model repository's initial load has ended, as
+/v2/health/ready; the Compiler service takes calls meanwhile."""
 import logging
 import threading
 import weakref
@@ -8,29 +11,40 @@ import weakref
 from grpc_health.v1 import health, health_pb2
 
 log = logging.getLogger(__name__)
+SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
 POLL_S = 1.0
 
 
-def watch(gates, service, health_servicer: health.HealthServicer, names: tuple[str, ...]) -> None:
-    """Starts a thread that keeps the health status of `names` and `service.unready` up to date, for as long
-    as the service lives (a weak reference: the thread does not keep a stopped server's service alive)."""
+def watch(gates, service, health_servicer: health.HealthServicer, names: dict[str, bool]) -> None:
+    """Sets the health status of each service of `names` (name -> whether it waits for the model repository), and
+    starts a thread that keeps them and `service.stuck` up to date for as long as the service lives (a weak
+    reference: the thread does not keep a stopped server's service alive)."""
     service_ref = weakref.ref(service)
 
-    def loop() -> None:
-        reported = ""
+    def update(current, reported: dict[str, str]) -> dict[str, str]:
+        stuck = gates.stuck()
+        if stuck != current.stuck:
+            if stuck:
+                log.warning("not ready: %s", stuck)
+            else:
+                log.info("ready again: a slot is free")
+            current.stuck = stuck
+        why = {name: current.unready(models=models) for name, models in names.items()}
+        for name, reason in why.items():
+            if reason != reported.get(name):
+                health_servicer.set(name, NOT_SERVING if reason else SERVING)  # ignored once the daemon drains
+        return why
+
+    def loop(reported: dict[str, str]) -> None:
         while (current := service_ref()) is not None:
-            why = gates.stuck()
-            if why != reported:
-                status = health_pb2.HealthCheckResponse.NOT_SERVING if why else health_pb2.HealthCheckResponse.SERVING
-                for name in names:
-                    health_servicer.set(name, status)  # ignored once the daemon drains for shutdown
-                current.unready = why
-                if why:
-                    log.warning("not ready: %s", why)
-                else:
-                    log.info("ready again: a slot is free")
-                reported = why
-            del current  # hold no reference while waiting
-            threading.Event().wait(POLL_S)
-    threading.Thread(target=loop, daemon=True, name="readiness").start()
+            models = current.models
+            del current  # hold no reference to the service while waiting
+            # While the model repository loads, wake as soon as its initial load ends, to say so at once.
+            (threading.Event().wait if models.ready else models.wait_ready)(POLL_S)
+            del models
+            if (current := service_ref()) is not None:
+                reported = update(current, reported)
+            del current
+
+    threading.Thread(target=loop, args=(update(service, {}),), daemon=True, name="readiness").start()
