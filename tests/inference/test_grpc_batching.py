@@ -37,6 +37,27 @@ reply(arrays=outputs, result={"failures": failures, "timed_out": timed_out,
                               "stats": client.get_inference_statistics("gd", as_json=True)["model_stats"][0]})
 '''
 
+STREAM = '''
+import queue
+import tritonclient.grpc as grpcclient
+client = grpcclient.InferenceServerClient(args["url"])
+answers = queue.Queue()
+client.start_stream(callback=lambda result, error: answers.put((result, error)))
+for i in range(args["requests"]):
+    given = grpcclient.InferInput("x", [1, 4], "FP32")
+    given.set_data_from_numpy(arrays[str(i)])
+    client.async_stream_infer("gd", [given], request_id=str(i))
+outputs, order = {}, []
+for _ in range(args["requests"]):
+    result, error = answers.get(timeout=300)
+    assert error is None, error
+    order.append(result.get_response().id)
+    outputs[order[-1]] = result.as_numpy("Identity")
+client.stop_stream()
+reply(arrays=outputs, result={"order": order,
+                              "stats": client.get_inference_statistics("gd", as_json=True)["model_stats"][0]})
+'''
+
 
 def serve_batching(tmp_path, delay_us: int):
     built = graphdef_model(tmp_path / "models", "gd", max_batch_size=8, extra_config=f"""
@@ -83,3 +104,19 @@ def test_clients_beyond_workers_are_refused_and_the_timeout_parameter_leaves_the
     stats = result["stats"]
     assert int(stats["inference_stats"]["success"]["count"]) == 7
     assert int(stats["inference_stats"]["fail"]["count"]) == 4
+
+
+def test_one_streams_requests_are_merged_and_answered_in_order(tmp_path):
+    """Sixteen requests on one ModelStreamInfer stream run as they come (a batch waits up to 2 s for its eighth row):
+    the batcher merges them into fewer runs than requests, and the answers come back in the order sent, each with
+    its own rows. Run one after another, each would wait 2 s alone."""
+    built, inputs = serve_batching(tmp_path, 2_000_000)
+    with ModelServer(tmp_path / "models", workers=31) as server:
+        got, result = tritonclient.run(STREAM, tmp_path / "client", {str(i): x["x"] for i, x in enumerate(inputs)},
+                                       url=server.grpc_address, requests=16)
+    assert result["order"] == [str(i) for i in range(16)]
+    for i, x in enumerate(inputs):
+        np.testing.assert_allclose(got[str(i)], built.expected(x)["Identity"], rtol=1e-5, atol=1e-5)
+    stats = result["stats"]
+    assert int(stats["inference_count"]) == 16 and int(stats["execution_count"]) < 16
+    assert max(int(b["batch_size"]) for b in stats["batch_stats"]) > 1

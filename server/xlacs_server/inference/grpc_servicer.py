@@ -13,6 +13,7 @@ from google.protobuf import json_format
 from xlacs_server import version as xlacs_version
 from xlacs_server.errors import InvalidRequest, NotFound, Unavailable, Unimplemented, XlacsError
 from xlacs_server.inference import EXTENSIONS, grpc_tensors, infer_request, parameters, statistics_of
+from xlacs_server.inference.stream_infer import StreamRuns
 from xlacs_server.inference.v2 import grpc_service_pb2 as pb, grpc_service_pb2_grpc
 from xlacs_server.models.model import READY, ready
 
@@ -33,6 +34,8 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
     def __init__(self, service):
         self.service = service
         self.models = service.models
+        # As many threads as the transport has: a stream's requests wait in batchers on them, as unary ones on gRPC's.
+        self.stream_runs = StreamRuns(service.settings.workers, service.settings.max_input_bytes)
 
     # --- Health and metadata ---------------------------------------------------------------------
 
@@ -72,18 +75,21 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         return self._infer(request, context)
 
     def ModelStreamInfer(self, request_iterator, context):
-        """One answer per request, in order; a request's error is its answer's error_message (as Triton sends it)
-        and the stream goes on. Requests of one stream run one after another: concurrent clients, or several
-        streams, are what the dynamic batcher merges."""
-        for request in request_iterator:
-            try:
-                yield pb.ModelStreamInferResponse(infer_response=self._infer(request, context))
-            except XlacsError as e:
-                if e.code == grpc.StatusCode.INTERNAL:
-                    raise  # a bug of xlacs: the stream ends INTERNAL, logged with its traceback
-                log.info("stream request %r to model %r: %s %s", request.id, request.model_name, e.code.name, e)
-                yield pb.ModelStreamInferResponse(error_message=str(e), infer_response=pb.ModelInferResponse(
-                    model_name=request.model_name, model_version=request.model_version, id=request.id))
+        """One answer per request, in the order sent (as Triton answers a stream to a model that is not decoupled);
+        a request's error is its answer's error_message (as Triton sends it) and the stream goes on. The requests
+        run as they come (inference/stream_infer.py), so a dynamic batcher merges them."""
+        return self.stream_runs.answers(request_iterator, lambda request: self._stream_answer(request, context),
+                                        lambda request: request.ByteSize())
+
+    def _stream_answer(self, request, context) -> pb.ModelStreamInferResponse:
+        try:
+            return pb.ModelStreamInferResponse(infer_response=self._infer(request, context))
+        except XlacsError as e:
+            if e.code == grpc.StatusCode.INTERNAL:
+                raise  # a bug of xlacs: the stream ends INTERNAL, logged with its traceback
+            log.info("stream request %r to model %r: %s %s", request.id, request.model_name, e.code.name, e)
+            return pb.ModelStreamInferResponse(error_message=str(e), infer_response=pb.ModelInferResponse(
+                model_name=request.model_name, model_version=request.model_version, id=request.id))
 
     def _infer(self, request, context) -> pb.ModelInferResponse:
         model = self.models.model(request.model_name, request.model_version)
