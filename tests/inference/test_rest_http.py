@@ -118,6 +118,23 @@ def test_a_raw_binary_body_is_a_batch_of_one(http, model_repository):
                                built.expected(x)[built.output], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("accept, coding", [("gzip", "gzip"), ("deflate;q=0.5, gzip;q=0", "deflate"),
+                                            ("br, deflate, gzip", "deflate"), ("identity", None), ("gzip;q=x", None)])
+def test_answers_are_compressed_as_the_client_accepts(http, model_repository, accept, coding):
+    """Accept-Encoding (tritonclient's response_compression_algorithm) picks gzip or deflate by its weights; the
+    binary data's Inference-Header-Content-Length counts the JSON before compression."""
+    built = model_repository.batching
+    x = built.inputs(batch=2)
+    body = json.dumps({"inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32", "data": x["x"].tolist()}],
+                       "outputs": [{"name": "Identity", "parameters": {"binary_data": True}}]})
+    answer = http.post("/v2/models/keras_gd/infer", content=body, headers={"Accept-Encoding": accept})
+    assert answer.status_code == 200 and answer.headers.get("content-encoding") == coding
+    length = int(answer.headers["inference-header-content-length"])  # httpx has decompressed answer.content
+    assert json.loads(answer.content[:length])["outputs"][0]["parameters"] == {"binary_data_size": 2 * 3 * 4}
+    np.testing.assert_allclose(np.frombuffer(answer.content[length:], "<f4").reshape(2, 3),
+                               built.expected(x)[built.output], rtol=1e-5, atol=1e-5)
+
+
 def test_bodies_over_the_limit_are_refused_naming_the_setting(http):
     limit = MAX_INPUT_BYTES + (16 << 20)  # the inputs and room for the JSON (rpc/server.py REQUEST_HEADROOM_BYTES)
     bomb = gzip.compress(b" " * (limit + 1))  # some kilobytes that decompress past the limit

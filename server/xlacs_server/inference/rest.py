@@ -19,11 +19,11 @@ from pydantic import BaseModel
 
 from xlacs_server import version as xlacs_version
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unimplemented
-from xlacs_server.inference import EXTENSIONS, binary_data, infer_request, parameters, statistics_of, status
+from xlacs_server.inference import (EXTENSIONS, binary_data, content_coding, infer_request, parameters, statistics_of,
+                                    status)
 from xlacs_server.models.model import READY, ready
 from xlacs_server.rpc.server import REQUEST_HEADROOM_BYTES
 
-WBITS = {"gzip": 31, "deflate": 15}  # zlib's window bits for a Content-Encoding: gzip framing, zlib framing
 SHARED_MEMORY = parameters.OFFERED_INSTEAD["shared_memory_region"]
 NOT_OFFERED = [  # Triton's extensions xlacs leaves out: their paths answer 501 saying what xlacs offers instead
     (re.compile(r"/v2/(system|cuda)sharedmemory(/.*)?"), SHARED_MEMORY),
@@ -128,16 +128,22 @@ class Endpoints:
         try:
             content, answer_headers, media_type = await anyio.to_thread.run_sync(
                 self._infer, model, body, headers.get("content-encoding", "identity").lower(),
-                headers.get(binary_data.HEADER), context, limiter=self.infer_threads)
+                headers.get(binary_data.HEADER), content_coding.accepted(headers.get("accept-encoding")), context,
+                limiter=self.infer_threads)
         finally:
             watch.cancel()
         return Response(content, headers=answer_headers, media_type=media_type)
 
-    def _infer(self, model, body: bytes, encoding: str, header_length: str | None, context: RequestContext):
+    def _infer(self, model, body: bytes, encoding: str, header_length: str | None, answer_coding: str | None,
+               context: RequestContext):
         parsed = infer_request.parse(self._decoded(body, encoding), header_length, model)
         context.deadline_in(parsed.timeout_s)
         outputs = model.infer(parsed.inputs, parsed.outputs, context)
-        return infer_request.response(model, parsed, outputs)
+        content, headers, media_type = infer_request.response(model, parsed, outputs)
+        if answer_coding is not None:  # as the client accepts; Inference-Header-Content-Length counts the plain JSON
+            content = content_coding.encoded(content, answer_coding)
+            headers = {**headers, "Content-Encoding": answer_coding}
+        return content, headers, media_type
 
     # --- Model repository ------------------------------------------------------------------------
 
@@ -214,9 +220,9 @@ class Endpoints:
         """The body decompressed as its Content-Encoding says, bounded as a body is."""
         if encoding in ("", "identity"):
             return body
-        if encoding not in WBITS:
+        if encoding not in content_coding.WBITS:
             raise InvalidRequest(f"Content-Encoding {encoding!r} is not one xlacs takes: gzip, deflate or none")
-        decompressor = zlib.decompressobj(WBITS[encoding])
+        decompressor = zlib.decompressobj(content_coding.WBITS[encoding])
         try:
             decoded = decompressor.decompress(body, self.max_body_bytes + 1)
         except zlib.error as e:
