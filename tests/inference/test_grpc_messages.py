@@ -1,7 +1,11 @@
 """The protocol's gRPC messages that tritonclient does not send, through the daemon's own generated stubs on a real
 daemon: typed InferTensorContents, raw_input_contents that do not fit, the index of READY versions, the health and
-reflection services naming inference.GRPCInferenceService, and tokens."""
+reflection services naming inference.GRPCInferenceService, tokens, and a stream its client cancels."""
 from __future__ import annotations
+
+import queue
+import threading
+import time
 
 import grpc
 import numpy as np
@@ -112,3 +116,35 @@ def test_the_inference_service_takes_the_daemon_tokens(tmp_path):
         answer = stub.ModelInfer(request, timeout=TIMEOUT_S, metadata=[("authorization", "Bearer secret")])
     got = np.frombuffer(answer.raw_output_contents[0], np.float32).reshape(2, 3)
     np.testing.assert_allclose(got, built.expected(inputs)["Identity"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_stream_the_client_cancels_leaves_no_reader_behind(model_server, model_repository):
+    """A ModelStreamInfer stream whose client goes away mid-stream: the daemon's thread reading its requests ends
+    (inference/stream_infer.py), and the daemon still answers others."""
+    def readers() -> int:
+        return sum(t.name == "stream-requests" for t in threading.enumerate())
+    before = readers()
+    x = model_repository.batching.inputs(batch=2)["x"]
+    sent = queue.Queue()
+    for _ in range(3):
+        request = request_of(x)
+        request.raw_input_contents.append(x.tobytes())
+        sent.put(request)
+
+    def requests():  # three requests, then the client waits without closing its side
+        for _ in range(3):
+            yield sent.get()
+        threading.Event().wait(60)
+    with grpc.insecure_channel(model_server.grpc_address) as channel:
+        answers = grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer(requests(),
+                                                                                           timeout=TIMEOUT_S)
+        got = [next(answers) for _ in range(3)]
+        assert [a.error_message for a in got] == [""] * 3 and readers() == before + 1
+        answers.cancel()
+    deadline = time.monotonic() + 30
+    while readers() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert readers() == before
+    with grpc.insecure_channel(model_server.grpc_address) as channel:
+        stub = grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        assert stub.ServerReady(pb.ServerReadyRequest(), timeout=TIMEOUT_S).ready
