@@ -91,12 +91,14 @@ def create_app(service, *, refresh_s: float = 2.0) -> FastAPI:
         """Prometheus text exposition."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.api_route("/healthz", methods=["GET", "HEAD"], tags=["operations"])  # HEAD: for probes that ask it
+    @app.head("/healthz", include_in_schema=False)  # HEAD as GET without the body: for probes that ask it
+    @app.get("/healthz", tags=["operations"])
     def healthz() -> models.Health:
         """The process answers."""
         return models.Health(status="ok")
 
-    @app.api_route("/readyz", methods=["GET", "HEAD"], tags=["operations"], responses={503: {"model": models.Health}})
+    @app.head("/readyz", include_in_schema=False)
+    @app.get("/readyz", tags=["operations"], responses={503: {"model": models.Health}})
     def readyz() -> models.Health:
         """Ready for requests: devices are present, the daemon is not draining for shutdown, and no gate has
         every slot stuck (rpc/readiness.py)."""

@@ -65,9 +65,11 @@ def router(service) -> APIRouter:
         ("POST", ("/v2/repository/models/{name}/load",), endpoints.load),
         ("POST", ("/v2/repository/models/{name}/unload",), endpoints.unload),
     ]:
-        for path in paths:  # HEAD as GET without the body (RFC 9110): probes and balancers ask it
-            api.add_api_route(path, handler, methods=[method, "HEAD"] if method == "GET" else [method],
+        for path in paths:
+            api.add_api_route(path, handler, methods=[method],
                               responses={503: {"model": Readiness}} if handler == endpoints.ready else error)
+            if method == "GET":  # HEAD as GET without the body (RFC 9110): probes and balancers ask it
+                api.add_api_route(path, handler, methods=["HEAD"], include_in_schema=False)
     api.add_api_route("/v2/{path:path}", endpoints.no_endpoint, include_in_schema=False,
                       methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
     return api
