@@ -37,3 +37,12 @@ def test_every_page_has_a_json_twin_in_the_document(http):
     for page, twin, _ in dashboard_app.PAGES:
         assert "text/html" in paths[page]["get"]["responses"]["200"]["content"]
         assert "application/json" in paths[twin]["get"]["responses"]["200"]["content"]
+
+
+def test_every_operation_has_its_own_id(http):
+    """Clients generated from the document name their calls by operationId: each is unique (GET routes that
+    answer HEAD too list only their GET)."""
+    paths = http.get("/openapi.json").json()["paths"]
+    ids = [operation["operationId"] for methods in paths.values() for operation in methods.values()]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+    assert not any("head" in methods for methods in paths.values())
