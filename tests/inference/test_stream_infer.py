@@ -35,7 +35,10 @@ def test_a_stream_reads_ahead_only_what_fits_in_its_window():
     pulled = []
     answers = StreamRuns(4, 25).answers(counted(10, pulled), lambda i: i, lambda _: 10)
     assert next(answers) == 0
-    time.sleep(0.5)  # the reader takes 1 and 2 (20 bytes of 25), and waits holding 3
+    deadline = time.monotonic() + 10  # the reader takes 1 and 2 (20 bytes of 25), and waits holding 3
+    while len(pulled) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # and reads no further
     assert pulled == [0, 1, 2, 3]
     assert list(answers) == list(range(1, 10))
 
