@@ -131,16 +131,19 @@ def test_a_stream_the_client_cancels_leaves_no_reader_behind(model_server, model
         request.raw_input_contents.append(x.tobytes())
         sent.put(request)
 
+    hang_up = threading.Event()
+
     def requests():  # three requests, then the client waits without closing its side
         for _ in range(3):
             yield sent.get()
-        threading.Event().wait(60)
+        hang_up.wait(60)
     with grpc.insecure_channel(model_server.grpc_address) as channel:
         answers = grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer(requests(),
                                                                                            timeout=TIMEOUT_S)
         got = [next(answers) for _ in range(3)]
         assert [a.error_message for a in got] == [""] * 3 and readers() == before + 1
         answers.cancel()
+        hang_up.set()
     deadline = time.monotonic() + 30
     while readers() > before and time.monotonic() < deadline:
         time.sleep(0.05)
