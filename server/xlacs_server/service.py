@@ -32,7 +32,7 @@ from xlacs_server.compile.compiler import compile_graph
 from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
-from xlacs_server.execute.executable import Executable, LoadedExecutable
+from xlacs_server.execute.executable import Executable, LoadedExecutable, RunTimes
 from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers, has_loops
 from xlacs_server.execute.resident import ResidentTensors, kept
 from xlacs_server.execute.shared_memory import SharedMemory
@@ -501,18 +501,20 @@ class CompilationService:
             raise LimitExceeded(f"the inputs have {size} bytes", "max_input_bytes", self.settings.max_input_bytes)
 
     def execute(self, executable_id: str, inputs: dict[str, np.ndarray], client_s: float | None = None,
-                keep: dict[str, float] | None = None, state_id: str = "") -> tuple[Executable, list]:
+                keep: dict[str, float] | None = None, state_id: str = "",
+                times: RunTimes | None = None) -> tuple[Executable, list]:
         """The outputs of an executable; `client_s`, the time left before the client's deadline, bounds a run
         in an execution worker as execute_deadline_s does. An input may be a resident tensor's array
         (execute/resident.py); the outputs named in `keep` (name -> time to live, 0 for the default) stay on the
         device, returned as ResidentTensors. With a variable state (execute/states.py), the variables come from it
-        and the values the run assigns go back to it: the outputs are then the fetches only."""
+        and the values the run assigns go back to it: the outputs are then the fetches only. `times`, when
+        given, gets where the run's time went (a served model's statistics)."""
         loaded = self.loaded(executable_id)
         positions = frozenset(kept(loaded, keep)) if keep else frozenset()
         size = sum(a.nbytes for a in inputs.values() if isinstance(a, np.ndarray))  # not the resident ones
         self.check_input_bytes(size)
         if not state_id:
-            outputs = self._run(loaded, inputs, positions, client_s)
+            outputs = self._run(loaded, inputs, positions, client_s, times=times)
         else:
             outputs = self._step(loaded, inputs, positions, client_s, state_id)
         if positions:
@@ -521,17 +523,21 @@ class CompilationService:
         return loaded.executable, outputs
 
     def _run(self, loaded: LoadedExecutable, inputs: dict, positions: frozenset[int], client_s: float | None,
-             handed_over: bool = False) -> list:
+             handed_over: bool = False, times: RunTimes | None = None) -> list:
         executable = loaded.executable
         with metrics.executing(executable.device.name):
             if executable.isolated:
                 limit_s = self.settings.execute_deadline_s
                 timeout_s, why = (client_s, "the client's deadline") if client_s is not None and client_s < limit_s \
                     else (limit_s, f"the server's limit execute_deadline_s={limit_s:g} s")
-                return self.workers.pool(executable.device).run(
+                start = time.perf_counter()
+                outputs = self.workers.pool(executable.device).run(
                     loaded.id, lambda: (executable.serialized, [np.asarray(w) for w in loaded.weights]),
                     [np.asarray(a) for a in loaded.check_inputs(inputs)], timeout_s, why)
-            return loaded.run(inputs, positions, handed_over)
+                if times is not None:  # a worker's run is not split: all of it counts as the program's
+                    times.infer_s = time.perf_counter() - start
+                return outputs
+            return loaded.run(inputs, positions, handed_over, times)
 
     def _step(self, loaded: LoadedExecutable, inputs: dict, positions: frozenset[int], client_s: float | None,
               state_id: str) -> list:

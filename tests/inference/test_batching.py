@@ -13,6 +13,7 @@ import pytest
 from tests.model_repository import Context
 from xlacs_server.batching.dynamic_batcher import DynamicBatcher
 from xlacs_server.errors import Cancelled, DeadlineExceeded, InvalidRequest, LimitExceeded, Unavailable
+from xlacs_server.execute.executable import RunTimes
 
 WAIT_S = 30  # every wait in these tests is bounded by this
 
@@ -25,6 +26,7 @@ class Model:
     def __init__(self, fail: Exception | None = None):
         self.made.append(self)
         self.batches: list[int] = []
+        self.times: list[RunTimes] = []
         self.hold, self.running = threading.Event(), threading.Event()
         self.hold.set()
         self.fail = fail
@@ -35,7 +37,8 @@ class Model:
         assert self.hold.wait(WAIT_S)
         if self.fail is not None:
             raise self.fail
-        return {"y": batch["x"] * 2, "rows": np.arange(batch["x"].shape[0])}
+        self.times.append(RunTimes(infer_s=0.001 * len(self.batches)))  # what the run says of its time
+        return {"y": batch["x"] * 2, "rows": np.arange(batch["x"].shape[0])}, self.times[-1]
 
 
 class Gone(Context):
@@ -95,9 +98,9 @@ def test_requests_merge_along_the_batch_dim_and_each_gets_its_own_rows_back(pool
     model.hold.set()
     first.result(WAIT_S)
     for i, (future, size) in enumerate(zip(submitted, [1, 3, 2, 2])):
-        outputs, queue_s, compute_s = future.result(WAIT_S)
+        outputs, queue_s, times = future.result(WAIT_S)
         np.testing.assert_array_equal(outputs["y"], rows(size, 10 * i)["x"] * 2)
-        assert queue_s > 0 and compute_s > 0
+        assert queue_s > 0 and times is model.times[1]  # the times of the run of its batch, the second
     assert model.batches == [8, 8]  # the four queued requests filled one batch of max_batch_size rows
     rows_of = [f.result()[0]["rows"].tolist() for f in submitted]
     assert rows_of == [[0], [1, 2, 3], [4, 5], [6, 7]]  # in the order they queued

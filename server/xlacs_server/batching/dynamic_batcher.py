@@ -35,11 +35,11 @@ class _Request:
         self.outputs: Arrays | None = None
         self.error: BaseException | None = None
         self.started = 0.0
-        self.compute_s = 0.0
+        self.times = None  # what the run of its batch says of its time (a RunTimes)
 
 
 class DynamicBatcher:
-    def __init__(self, run: Callable[[Arrays], Arrays], *, name: str, max_batch_size: int,
+    def __init__(self, run: Callable[[Arrays], tuple[Arrays, object]], *, name: str, max_batch_size: int,
                  max_queue_delay_s: float, preferred_batch_sizes: tuple[int, ...] = (), max_queue_size: int = 0,
                  concurrency: int = 1):
         self._run = run
@@ -58,9 +58,9 @@ class DynamicBatcher:
         for thread in self._threads:
             thread.start()
 
-    def infer(self, inputs: Arrays, context) -> tuple[Arrays, float, float]:
-        """(this request's output rows, queue seconds, compute seconds). `inputs` are checked already (same rows in
-        each, at most max_batch_size). The request leaves the queue when `context`'s deadline passes or its client
+    def infer(self, inputs: Arrays, context) -> tuple[Arrays, float, object]:
+        """(this request's output rows, queue seconds, what the run of its batch said of its time). `inputs` are
+        checked already (same rows in each, at most max_batch_size). The request leaves the queue when `context`'s deadline passes or its client
         goes away."""
         request = _Request(inputs)
         with self._changed:
@@ -74,7 +74,7 @@ class DynamicBatcher:
         self._wait(request, context)
         if request.error is not None:
             raise request.error
-        return request.outputs, request.started - request.queued, request.compute_s
+        return request.outputs, request.started - request.queued, request.times
 
     @property
     def queued(self) -> int:
@@ -162,16 +162,15 @@ class DynamicBatcher:
         try:
             merged = {name: np.concatenate([r.inputs[name] for r in batch]) if len(batch) > 1 else array
                       for name, array in batch[0].inputs.items()}
-            outputs = self._run(merged)
+            outputs, times = self._run(merged)
         except Exception as e:  # the batch's error is each of its requests' error
             log.info("%s: a batch of %d requests failed: %s", self.name, len(batch), e)
             for request in batch:
                 self._finish(request, error=e)
             return
-        compute_s = time.perf_counter() - started
         offset = 0
         for request in batch:
-            request.compute_s = compute_s
+            request.times = times
             self._finish(request, outputs={name: out[offset:offset + request.rows] for name, out in outputs.items()})
             offset += request.rows
 

@@ -239,7 +239,8 @@ class ModelVersion(BaseModel):
     latency_p50_s: float | None = Field(None, description="over the last answered requests (queue and compute)")
     latency_p99_s: float | None = None
     mean_queue_s: float | None = Field(None, description="waiting for the dynamic batcher or an execute slot")
-    mean_compute_s: float | None = Field(None, description="running the executable, per request")
+    mean_compute_s: float | None = Field(None, description="a request's run: its inputs onto the device, the "
+                                                          "executable, its outputs back")
     batch_sizes: list[BatchSize] = []
 
 

@@ -17,6 +17,7 @@ from xlacs_server.dashboard import models
 from xlacs_server.dashboard.sampler import Sampler, hit_rates, rate
 from xlacs_server.lower import registry
 from xlacs_server.lower.coverage import SEED_OPS
+from xlacs_server.models.statistics import COMPUTE
 from xlacs_server.passes.registry import record_fields
 
 SEED_REFERENCE = f"TF 1.14's XLA kernels ({len(SEED_OPS)} ops)"
@@ -213,11 +214,17 @@ def _model_version(repository, status) -> models.ModelVersion:
         last_inference_unix=s["last_inference"] / 1e3 or None, inference_count=s["inference_count"],
         execution_count=s["execution_count"], latency_p50_s=quantiles.get("p50"),
         latency_p99_s=quantiles.get("p99"), mean_queue_s=_mean_s(infer["queue"]),
-        mean_compute_s=_mean_s(infer["compute_infer"]),
+        mean_compute_s=_mean_compute_s(infer),
         batch_sizes=[models.BatchSize(batch_size=b["batch_size"], executions=b["compute_infer"]["count"],
-                                      mean_compute_s=_mean_s(b["compute_infer"])) for b in s["batch_stats"]])
+                                      mean_compute_s=_mean_compute_s(b)) for b in s["batch_stats"]])
 
 
 def _mean_s(duration: dict[str, int]) -> float | None:
     """The mean seconds of a Triton StatisticDuration; None before any count."""
     return duration["ns"] / duration["count"] / 1e9 if duration["count"] else None
+
+
+def _mean_compute_s(durations: dict[str, dict[str, int]]) -> float | None:
+    """The mean seconds of a whole run: Triton's compute_input, compute_infer and compute_output together."""
+    count = durations["compute_infer"]["count"]
+    return sum(durations[kind]["ns"] for kind in COMPUTE) / count / 1e9 if count else None

@@ -77,6 +77,19 @@ class Executable:
 
 
 @dataclasses.dataclass
+class RunTimes:
+    """Where one run's time went, in seconds, as Triton's statistics split it: the inputs onto the device
+    (compute_input), the program (compute_infer), the outputs back to the host (compute_output)."""
+    input_s: float = 0.0
+    infer_s: float = 0.0
+    output_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.input_s + self.infer_s + self.output_s
+
+
+@dataclasses.dataclass
 class LoadedExecutable:
     """What an executable id names: a program bound to one set of device-resident weights (what its program
     takes after the inputs: the lifted weights, or those the per-call part takes and the prepared ones), with
@@ -114,16 +127,27 @@ class LoadedExecutable:
         return ordered
 
     def run(self, given: dict[str, np.ndarray | jax.Array], keep: frozenset[int] = frozenset(),
-            handed_over: bool = False) -> list:
+            handed_over: bool = False, times: RunTimes | None = None) -> list:
         """The outputs on the host, but those at the positions in `keep`, which stay on the device. A resident
         tensor on another device of this daemon is copied to this one, device to device. The program may donate
         its variable inputs (compile/compiler.py): a jax.Array given for one is copied first, unless the caller
-        hands its variables over (`handed_over`: a variable state, which the assigned outputs replace)."""
+        hands its variables over (`handed_over`: a variable state, which the assigned outputs replace). With
+        `times`, the run waits for the program before copying the outputs, to say where its time went."""
+        start = time.perf_counter()
         arrays = device_put(self.check_inputs(given), self.executable.device.device)
         if not handed_over:
             for i in self.variable_positions:
                 if isinstance(given[self.inputs[i].name], jax.Array):
                     arrays[i] = arrays[i].copy()
+        if times is not None:
+            jax.block_until_ready(arrays)
+            put = time.perf_counter()
         outputs = self.executable.compiled(*arrays, *self.weights)
         self.executable.touch()
-        return [out if i in keep else np.asarray(out) for i, out in enumerate(outputs)]
+        if times is not None:
+            jax.block_until_ready(outputs)
+            ran = time.perf_counter()
+        host = [out if i in keep else np.asarray(out) for i, out in enumerate(outputs)]
+        if times is not None:
+            times.input_s, times.infer_s, times.output_s = put - start, ran - put, time.perf_counter() - ran
+        return host

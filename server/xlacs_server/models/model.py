@@ -16,6 +16,7 @@ import numpy as np
 from xlacs_server.batching.dynamic_batcher import DynamicBatcher
 from xlacs_server.buckets.sizes import bucket_sizes
 from xlacs_server.errors import InvalidRequest, NotFound, Unavailable
+from xlacs_server.execute.executable import RunTimes
 from xlacs_server.inference.v2 import model_config_pb2
 from xlacs_server.models import datatypes, source
 from xlacs_server.models.statistics import ModelStatistics
@@ -202,36 +203,37 @@ class ServedModel:
                 self._check(inputs)
                 if self.batcher is not None:
                     with self._service.gates.batched:
-                        results, queue_s, compute_s = self.batcher.infer(inputs, context)
+                        results, queue_s, times = self.batcher.infer(inputs, context)
                 else:
-                    results, compute_s = self._service.gates.execute.run(context, lambda call: self._run(inputs, call))
-                    queue_s = max(0.0, time.perf_counter() - start - compute_s)
+                    results, times = self._service.gates.execute.run(context, lambda call: self._run(inputs, call))
+                    queue_s = max(0.0, time.perf_counter() - start - times.total_s)
         except Exception as e:
             self.statistics.failure(time.perf_counter() - start, str(e))
             raise
-        self.statistics.success(queue_s, compute_s)
+        self.statistics.success(queue_s, times)
         return {name: results[name] for name in wanted}
 
-    def run(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The outputs of one run on `batch` (inputs by name, checked): what the batcher calls, in an execute slot
-        taken outside the execute queue (the requests it merges were admitted already)."""
-        return self._run(batch, Call(Background(), self._service.gates.execute, None, ""))[0]
+    def run(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunTimes]:
+        """The outputs of one run on `batch` (inputs by name, checked) and where its time went: what the batcher
+        calls, in an execute slot taken outside the execute queue (the requests it merges were admitted already)."""
+        return self._run(batch, Call(Background(), self._service.gates.execute, None, ""))
 
-    def _run(self, batch: dict[str, np.ndarray], call: Call) -> tuple[dict[str, np.ndarray], float]:
-        """(outputs by name, compute seconds): the batch padded to its bucket, run in an execute slot."""
+    def _run(self, batch: dict[str, np.ndarray], call: Call) -> tuple[dict[str, np.ndarray], RunTimes]:
+        """(outputs by name, where the run's time went): the batch padded to its bucket, run in an execute slot."""
         feeds = {b.tensor: batch[b.name] for b in self._source.inputs}
+        times = RunTimes()
 
         def execute():
             return execute_routed(self._service, call, self._executable_id, feeds,
-                                  lambda spec: self._compile_bucket(spec, call.context))
+                                  lambda spec: self._compile_bucket(spec, call.context), times=times)
         try:
-            _, results, ms = execute()
+            _, results, _ = execute()
         except NotFound:  # the daemon dropped the executable (max_loaded): bound again, from the cache
             self._compile_executable(call.context)
-            _, results, ms = execute()
+            _, results, _ = execute()
         size = next(iter(batch.values())).shape[0] if self.max_batch_size else 1
-        self.statistics.execution(size, ms / 1e3)
-        return {b.name: out for b, out in zip(self._source.outputs, results)}, ms / 1e3
+        self.statistics.execution(size, times)
+        return {b.name: out for b, out in zip(self._source.outputs, results)}, times
 
     def _wanted(self, outputs: list[str] | None) -> list[str]:
         names = [o.name for o in self.outputs]

@@ -15,6 +15,7 @@ import time
 from prometheus_client import Counter, Histogram
 
 from xlacs_server import metrics
+from xlacs_server.execute.executable import RunTimes
 
 _SECONDS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60)
 REQUESTS = Counter("xlacs_model_requests", "Inference requests a model version answered", ["model", "version"],
@@ -24,7 +25,8 @@ FAILURES = Counter("xlacs_model_failures", "Inference requests a model version f
 QUEUE_SECONDS = Histogram("xlacs_model_queue_seconds", "Time an answered request waited: in the dynamic batcher's "
                           "queue, or for an execute slot", ["model", "version"], buckets=_SECONDS,
                           registry=metrics.CORE)
-COMPUTE_SECONDS = Histogram("xlacs_model_compute_seconds", "Time an answered request's executable ran",
+COMPUTE_SECONDS = Histogram("xlacs_model_compute_seconds", "Time an answered request's run took: its inputs onto "
+                            "the device, the executable, its outputs back",
                             ["model", "version"], buckets=_SECONDS, registry=metrics.CORE)
 BATCH_SIZE = Histogram("xlacs_model_batch_size", "Rows of each run of a model version's executable (the dynamic "
                        "batcher merges requests)", ["model", "version"],
@@ -35,6 +37,8 @@ _holders: collections.Counter[tuple[str, str]] = collections.Counter()  # ModelS
 _holders_lock = threading.Lock()
 
 RECENT = 1000  # requests whose latency the quantiles cover
+# Triton's split of a run (RunTimes): the inputs onto the device, the executable, the outputs back to the host.
+COMPUTE = ("compute_input", "compute_infer", "compute_output")
 
 
 def _duration() -> dict[str, int]:
@@ -44,6 +48,11 @@ def _duration() -> dict[str, int]:
 def _add(duration: dict[str, int], seconds: float) -> None:
     duration["count"] += 1
     duration["ns"] += int(seconds * 1e9)
+
+
+def _add_times(durations: dict[str, dict[str, int]], times: RunTimes) -> None:
+    for kind, seconds in zip(COMPUTE, (times.input_s, times.infer_s, times.output_s)):
+        _add(durations[kind], seconds)
 
 
 class ModelStatistics:
@@ -57,7 +66,7 @@ class ModelStatistics:
         self._last_inference_ms = 0
         self._inference_count = 0
         self._execution_count = 0
-        self._stats = {kind: _duration() for kind in ("success", "fail", "queue", "compute_infer")}
+        self._stats = {kind: _duration() for kind in ("success", "fail", "queue", *COMPUTE)}
         self._batches: dict[int, dict[str, int]] = {}
         self._latencies: collections.deque[float] = collections.deque(maxlen=RECENT)
         labels = (name, version)
@@ -67,17 +76,17 @@ class ModelStatistics:
                 family.labels(*labels) for family in _FAMILIES)
         self._closed = False
 
-    def success(self, queue_s: float, compute_s: float) -> None:
-        """One request answered after `queue_s` waiting and `compute_s` running."""
+    def success(self, queue_s: float, times: RunTimes) -> None:
+        """One request answered after `queue_s` waiting and the run of `times` (its batch's)."""
         with self._lock:
             self._last_inference_ms = int(time.time() * 1e3)
-            _add(self._stats["success"], queue_s + compute_s)
+            _add(self._stats["success"], queue_s + times.total_s)
             _add(self._stats["queue"], queue_s)
-            _add(self._stats["compute_infer"], compute_s)
-            self._latencies.append(queue_s + compute_s)
+            _add_times(self._stats, times)
+            self._latencies.append(queue_s + times.total_s)
         self._requests.inc()
         self._queue.observe(queue_s)
-        self._compute.observe(compute_s)
+        self._compute.observe(times.total_s)
 
     def failure(self, seconds: float, message: str = "") -> None:
         """One request failed after `seconds`; `message` (the error's) becomes last_error."""
@@ -88,12 +97,12 @@ class ModelStatistics:
                 self.last_error = message
         self._failures.inc()
 
-    def execution(self, batch_size: int, compute_s: float) -> None:
+    def execution(self, batch_size: int, times: RunTimes) -> None:
         """One run of the executable on `batch_size` rows (1 for a model without a batch dim)."""
         with self._lock:
             self._execution_count += 1
             self._inference_count += batch_size
-            _add(self._batches.setdefault(batch_size, {"compute_infer": _duration()})["compute_infer"], compute_s)
+            _add_times(self._batches.setdefault(batch_size, {kind: _duration() for kind in COMPUTE}), times)
         self._batch_size.observe(batch_size)
 
     def snapshot(self) -> dict:
@@ -105,7 +114,7 @@ class ModelStatistics:
                 "last_inference": self._last_inference_ms,
                 "inference_count": self._inference_count, "execution_count": self._execution_count,
                 "inference_stats": {kind: dict(d) for kind, d in self._stats.items()},
-                "batch_stats": [{"batch_size": size, "compute_infer": dict(b["compute_infer"])}
+                "batch_stats": [{"batch_size": size, **{kind: dict(b[kind]) for kind in COMPUTE}}
                                 for size, b in sorted(self._batches.items())],
             }
 
