@@ -173,7 +173,6 @@ class CompilationService:
         if settings.isolate_executions not in ISOLATION_POLICIES:
             raise ValueError(f"isolate_executions={settings.isolate_executions!r}: use one of {ISOLATION_POLICIES}")
         self.workers = Workers()
-        self.stuck = ""  # why every slot of a gate is held past its limit, set by rpc/readiness.py
         self.draining = False  # set by the daemon's shutdown: calls in flight finish, no new ones come
         self._loaded: collections.OrderedDict[str, LoadedExecutable] = collections.OrderedDict()
         self._loaded_lock = threading.Lock()
@@ -189,9 +188,9 @@ class CompilationService:
 
     def unready(self, *, models: bool = False) -> str:
         """Why the daemon takes no calls now, "" when it takes them: draining for shutdown, no devices, every slot of
-        a gate stuck (rpc/readiness.py); with `models`, also the model repository's initial load not ended (the
-        Open Inference Protocol's readiness on both transports)."""
-        return ("draining" if self.draining else "no devices" if not self.devices.all else self.stuck
+        a gate stuck (rpc/limits.py); with `models`, also the model repository's initial load not ended (the Open
+        Inference Protocol's readiness on both transports). Every probe asks it (rpc/readiness.py)."""
+        return ("draining" if self.draining else "no devices" if not self.devices.all else self.gates.stuck()
                 or ("the model repository is loading" if models and not self.models.ready else ""))
 
     # --- Compile ---------------------------------------------------------------------------------

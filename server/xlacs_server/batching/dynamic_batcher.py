@@ -60,8 +60,8 @@ class DynamicBatcher:
 
     def infer(self, inputs: Arrays, context) -> tuple[Arrays, float, object]:
         """(this request's output rows, queue seconds, what the run of its batch said of its time). `inputs` are
-        checked already (same rows in each, at most max_batch_size). The request leaves the queue when `context`'s deadline passes or its client
-        goes away."""
+        checked already (same rows in each, at most max_batch_size). The request leaves the queue when `context`'s
+        deadline passes or its client goes away."""
         request = _Request(inputs)
         with self._changed:
             if self._closed:

@@ -175,8 +175,8 @@ def streamed_inputs(requests: Iterator[tuple[xlacs_pb2.ExecuteRequest, list]], s
 
 
 def streamed_outputs(executable: Executable, outputs: list[np.ndarray], execute_ms: float) -> Iterator[bytes]:
-    """The outputs of an ExecuteStream in fetch order, a piece per response (serialized: rpc/execute_wire.py), execute_ms
-    on the first."""
+    """The outputs of an ExecuteStream in fetch order, a piece per response (serialized: rpc/execute_wire.py),
+    execute_ms on the first."""
     first = True
     for s, array in zip(executable.outputs, outputs):
         if isinstance(array, ResidentTensor):  # one piece: its handle, dtype and shape

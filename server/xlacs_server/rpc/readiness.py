@@ -16,35 +16,36 @@ SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.Health
 POLL_S = 1.0
 
 
-def watch(gates, service, health_servicer: health.HealthServicer, names: dict[str, bool]) -> None:
+def watch(service, health_servicer: health.HealthServicer, names: dict[str, bool]) -> None:
     """Sets the health status of each service of `names` (name -> whether it waits for the model repository), and
-    starts a thread that keeps them and `service.stuck` up to date for as long as the service lives (a weak
-    reference: the thread does not keep a stopped server's service alive)."""
+    starts a thread that keeps them up to date, and logs when every slot of a gate gets stuck and when one frees,
+    for as long as the service lives (a weak reference: the thread does not keep a stopped server's service
+    alive)."""
     service_ref = weakref.ref(service)
 
-    def update(current, reported: dict[str, str]) -> dict[str, str]:
-        stuck = gates.stuck()
-        if stuck != current.stuck:
-            if stuck:
-                log.warning("not ready: %s", stuck)
-            else:
-                log.info("ready again: a slot is free")
-            current.stuck = stuck
+    def update(current, reported: dict[str, str], stuck: str) -> tuple[dict[str, str], str]:
+        """The reasons now by service name, each change set on the health service, and the gates' reason."""
         why = {name: current.unready(models=models) for name, models in names.items()}
         for name, reason in why.items():
             if reason != reported.get(name):
                 health_servicer.set(name, NOT_SERVING if reason else SERVING)  # ignored once the daemon drains
-        return why
+        now = current.gates.stuck()
+        if now != stuck:
+            if now:
+                log.warning("not ready: %s", now)
+            else:
+                log.info("ready again: a slot is free")
+        return why, now
 
-    def loop(reported: dict[str, str]) -> None:
+    def loop(reported: dict[str, str], stuck: str) -> None:
         while (current := service_ref()) is not None:
-            models = current.models
-            del current  # hold no reference to the service while waiting
+            models = current.models  # which holds the service too, for POLL_S at most
+            del current
             # While the model repository loads, wake as soon as its initial load ends, to say so at once.
             (threading.Event().wait if models.ready else models.wait_ready)(POLL_S)
             del models
             if (current := service_ref()) is not None:
-                reported = update(current, reported)
+                reported, stuck = update(current, reported, stuck)
             del current
 
-    threading.Thread(target=loop, args=(update(service, {}),), daemon=True, name="readiness").start()
+    threading.Thread(target=loop, args=update(service, {}, ""), daemon=True, name="readiness").start()

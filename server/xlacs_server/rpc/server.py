@@ -46,7 +46,7 @@ def create_server(service: CompilationService, address: str) -> tuple[grpc.Serve
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     # Each service's health and whether it waits for the model repository's initial load (the server's, "", does).
-    readiness.watch(gates, service, health_servicer, {SERVICE_NAME: False, grpc_servicer.SERVICE_NAME: True, "": True})
+    readiness.watch(service, health_servicer, {SERVICE_NAME: False, grpc_servicer.SERVICE_NAME: True, "": True})
     reflection.enable_server_reflection(
         (SERVICE_NAME, grpc_servicer.SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
          reflection.SERVICE_NAME), server)
