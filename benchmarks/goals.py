@@ -329,8 +329,22 @@ def _why_tiny(results: dict, g: Goal) -> str:
         if g.key == "tiny" and floor > g.limit else ""
     return (f"An empty gRPC call (the health Check) takes {floor:.0f} µs p50 on the same channel and the "
             f"program {jax_us:.0f} µs in-process, leaving {x - floor - jax_us:.0f} µs to xlacs' own path "
-            f"(protos, input checks, the gate, the copies to the device and back, metrics).{beyond} "
+            f"(protos, input checks, the gate, the copies to the device and back, metrics).{beyond}"
+            f"{_handler_budget(results, g)} "
             f"Server, by own time: {_top(profile, 'server')}; client: {_top(profile, 'client')}.")
+
+
+def _handler_budget(results: dict, g: Goal) -> str:
+    """What the raw handler floor (transport.handler_floor) says of the 1.3x goal on this machine."""
+    floor = results.get("handler_floor")
+    if g.key != "tiny_floor" or not floor:
+        return ""
+    empty = floor["0"]["p50_ms"]
+    ratios = ", ".join(f"{us} µs {s['p50_ms'] / empty:.2f}×" for us, s in floor.items() if us != "0")
+    within = max(int(us) for us, s in floor.items() if s["p50_ms"] / empty <= g.limit)
+    return (f" A raw gRPC Python server (no xlacs) whose handler works before it answers takes, against its empty "
+            f"call: {ratios}. Within {g.limit:g}× its handler worked at most {within} µs here: what xlacs' "
+            f"handler would have for decoding the inputs, the gate, the program's run and the answer together.")
 
 
 def _why_transfer_raw(results: dict, g: Goal) -> str:

@@ -1,12 +1,14 @@
-"""The floor of tensor transfer: gRPC Python moving raw bytes, no protobuf, between two processes. Run as
-`python -m benchmarks.raw_grpc` it serves `Sink` (takes bytes, answers none) and `Source` (answers N bytes)
-and `Echo` (answers the bytes it takes) on a free loopback port, which it prints."""
+"""The floors of gRPC Python between two processes, no protobuf: moving raw bytes, and a call whose handler works
+for a while. Run as `python -m benchmarks.raw_grpc` it serves `Sink` (takes bytes, answers none), `Source`
+(answers N bytes), `Echo` (answers the bytes it takes) and `Work` (keeps the CPU busy for N µs, answers none) on
+a free loopback port, which it prints."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -28,6 +30,7 @@ class RawGrpc:
         self._sink = self.channel.unary_unary("/raw.Raw/Sink")
         self._source = self.channel.unary_unary("/raw.Raw/Source")
         self._echo = self.channel.unary_unary("/raw.Raw/Echo")
+        self._work = self.channel.unary_unary("/raw.Raw/Work")
 
     def sink(self, payload: bytes) -> None:
         self._sink(payload, timeout=600)
@@ -38,10 +41,27 @@ class RawGrpc:
     def echo(self, payload: bytes) -> bytes:
         return self._echo(payload, timeout=600)
 
+    def work(self, us: int) -> None:
+        self._work(str(us).encode(), timeout=600)
+
     def stop(self) -> None:
         self.channel.close()
         self.process.terminate()
         self.process.wait(timeout=30)
+
+    def __enter__(self) -> "RawGrpc":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _work(request: bytes, context) -> bytes:
+    """Busy for the µs the request names, as a handler computing would be (a sleep would free the core)."""
+    end = time.perf_counter() + int(request) * 1e-6
+    while time.perf_counter() < end:
+        pass
+    return b""
 
 
 def main() -> None:
@@ -50,6 +70,7 @@ def main() -> None:
         "Sink": grpc.unary_unary_rpc_method_handler(lambda request, context: b""),
         "Source": grpc.unary_unary_rpc_method_handler(lambda request, context: bytes(int(request))),
         "Echo": grpc.unary_unary_rpc_method_handler(lambda request, context: request),
+        "Work": grpc.unary_unary_rpc_method_handler(_work),
     }),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()

@@ -166,7 +166,19 @@ def _tiny(results: dict) -> list[str]:
             "same channel (the standard health Check: what gRPC Python costs before xlacs does anything) and "
             "the same program called in-process (in the process of the in-process JAX peer)."
             + _measured_alone(results), "",
-            *_table(["Path", "p50", "p99", "calls"], rows)]
+            *_table(["Path", "p50", "p99", "calls"], rows), *_handler_floor(results)]
+
+
+def _handler_floor(results: dict) -> list[str]:
+    floor = results.get("handler_floor")
+    if not floor:
+        return []
+    empty = floor["0"]["p50_ms"]
+    rows = [[us, f"{s['p50_ms'] * 1e3:.0f}", f"{s['p50_ms'] / empty:.2f}×", str(s["n"])] for us, s in floor.items()]
+    return ["", "What any gRPC Python service can spend per call against that goal: a raw server in its own process "
+            "(`benchmarks/raw_grpc.py`, no protobuf, no xlacs) whose handler keeps the CPU busy for a while before "
+            "it answers, called from this process, interleaved (p50 µs, and against the empty call):", "",
+            *_table(["handler busy µs", "p50", "× empty call", "calls"], rows)]
 
 
 def _measured_alone(results: dict) -> str:

@@ -98,11 +98,8 @@ def _compile_by_digest(directory: pathlib.Path, redis_server: RedisServer, budge
 
 
 def _transfer(client, env: dict, sizes_mb: list[int], seconds: float) -> dict:
-    raw = RawGrpc(env)
-    try:
+    with RawGrpc(env) as raw:
         return transport.transfer(client, raw, sizes_mb, seconds)
-    finally:
-        raw.stop()
 
 
 def _transport(results: dict, server: ServeProcess, client, directory: pathlib.Path, budget: Budget) -> None:
@@ -123,6 +120,9 @@ def _transport_section(results: dict, directory: pathlib.Path, budget: Budget) -
             with PeerProcesses(directory, (IN_PROCESS,)) as peers:
                 _step("tiny round trip")
                 results["tiny"] = transport.tiny_round_trip(client, peers, budget.tiny_s)
+            _step("raw gRPC handlers that work")
+            with RawGrpc() as raw:
+                results["handler_floor"] = transport.handler_floor(raw, budget.tiny_s)
             _step("tensor transfer")
             _transport(results, server, client, directory, budget)
     finally:
@@ -163,6 +163,9 @@ def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerPro
                 results["execute"] = execute_latency.measure(client, peers, suite, budget.execute_s)
                 _step("tiny round trip")
                 results["tiny"] = transport.tiny_round_trip(client, peers, budget.tiny_s)
+            _step("raw gRPC handlers that work")
+            with RawGrpc() as raw:
+                results["handler_floor"] = transport.handler_floor(raw, budget.tiny_s)
                 peers.stop()  # the peers' last use: what follows measures the daemon alone
                 _step("tensor transfer")
                 _transport(results, server, client, directory, budget)

@@ -19,6 +19,7 @@ from benchmarks.timing import interleaved, interleaved_turns, local, timed
 
 TINY_XLACS, TINY_HEALTH, TINY_JAX = "xlacs Execute", "gRPC health Check (floor)", "in-process JAX"
 RAW = "raw gRPC bytes"
+HANDLER_US = (0, 50, 100, 150, 200, 300)  # the raw handler's busy time in handler_floor
 # glibc serves allocations beyond 32 MB with a fresh mmap whose pages fault in one by one; with mmap off
 # (M_MMAP_MAX = 0) and trimming off, freed memory is reused already mapped.
 HEAP_ONLY_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 62)}
@@ -39,6 +40,13 @@ def tiny_round_trip(client, peers: PeerProcesses, seconds: float) -> dict:
                                  TINY_HEALTH: local(lambda: health.Check(request, timeout=10)),
                                  TINY_JAX: functools.partial(in_process.turn, graph)}, seconds)
     return {name: s.summary() for name, s in samples.items()}
+
+
+def handler_floor(raw: RawGrpc, seconds: float) -> dict:
+    """p50/p99 of raw gRPC calls whose handler works HANDLER_US[i] µs, interleaved: how much of the tiny round
+    trip's goal (at most 1.3x the empty call) a handler may spend on this machine, whatever it does."""
+    samples = interleaved_turns({us: local(functools.partial(raw.work, us)) for us in HANDLER_US}, seconds)
+    return {str(us): s.summary() for us, s in samples.items()}
 
 
 def transfer(client, raw: RawGrpc, sizes_mb: list[int], seconds: float) -> dict:

@@ -61,11 +61,9 @@ def test_first_calls_of_every_peer_are_recorded_per_round(peer_processes):
 
 def test_tiny_round_trip_and_transfer_render_as_goals(client, peer_processes):
     results = {"tiny": transport.tiny_round_trip(client, peer_processes, seconds=0.3)}
-    raw = RawGrpc()
-    try:
+    with RawGrpc() as raw:
         results["transfer"] = transport.transfer(client, raw, [1], seconds=0.2)
-    finally:
-        raw.stop()
+        results["handler_floor"] = transport.handler_floor(raw, seconds=0.3)
     assert set(results["transfer"]) == {"input 1 MB", "output 1 MB", "in and out 1 MB"}
     for peers in results["transfer"].values():
         assert peers[transport.RAW]["gb_per_s"] > 0 and peers[execute_latency.XLACS]["gb_per_s"] > 0
@@ -74,6 +72,12 @@ def test_tiny_round_trip_and_transfer_render_as_goals(client, peer_processes):
     assert by_key["tf_graph"].passed is None and by_key["tf_graph"].verdict == "not measured"
     lines = report._tiny(results)
     assert any(line.startswith(f"| {transport.TINY_XLACS} |") for line in lines)
+    assert [line.split(" | ")[0] for line in lines if line.startswith("| ") and line.endswith("|") and "×" in line
+            and line[2].isdigit()] == \
+        [f"| {us}" for us in transport.HANDLER_US]
+    floor = results["handler_floor"]
+    assert floor["300"]["p50_ms"] > floor["0"]["p50_ms"] + 0.25  # the handler's busy time shows in the call
+    assert "Within 1.3× its handler worked at most" in goals.WHY["tiny_floor"](results, by_key["tiny_floor"])
     assert any(line.startswith("| input 1 MB |") for line in report._transfer_table(results["transfer"]))
 
 
