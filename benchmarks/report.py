@@ -7,7 +7,7 @@ from benchmarks.peers import (BUILDERS, IN_PROCESS, IN_PROCESS_EMBEDDED, ONLY_FO
                               XLACS)
 from benchmarks.machine import as_markdown
 from benchmarks.models import MB
-from benchmarks.transport import RAW
+from benchmarks.transport import RAW, handler_ratios
 
 
 def _ms(value: float | None) -> str:
@@ -173,8 +173,8 @@ def _handler_floor(results: dict) -> list[str]:
     floor = results.get("handler_floor")
     if not floor:
         return []
-    empty = floor["0"]["p50_ms"]
-    rows = [[us, f"{s['p50_ms'] * 1e3:.0f}", f"{s['p50_ms'] / empty:.2f}×", str(s["n"])] for us, s in floor.items()]
+    ratios = handler_ratios(floor)
+    rows = [[us, f"{s['p50_ms'] * 1e3:.0f}", f"{ratios[us]:.2f}×", str(s["n"])] for us, s in floor.items()]
     return ["", "What any gRPC Python service can spend per call against that goal: a raw server in its own process "
             "(`benchmarks/raw_grpc.py`, no protobuf, no xlacs) whose handler keeps the CPU busy for a while before "
             "it answers, called from this process, interleaved (p50 µs, and against the empty call):", "",

@@ -49,6 +49,11 @@ def handler_floor(raw: RawGrpc, seconds: float) -> dict:
     return {str(us): s.summary() for us, s in samples.items()}
 
 
+def handler_ratios(floor: dict) -> dict[str, float]:
+    """handler_floor's p50s against its empty call's, by busy µs."""
+    return {us: s["p50_ms"] / floor["0"]["p50_ms"] for us, s in floor.items()}
+
+
 def transfer(client, raw: RawGrpc, sizes_mb: list[int], seconds: float) -> dict:
     """GB/s (decimal) of the p50 call, for an input of each size (a 4-byte output), an output of each size
     (a 4-byte input), and both (`x + 1`: GB/s counts the bytes of both ways), beside gRPC Python moving the same
