@@ -55,7 +55,7 @@ def program_for(service, frozen, platform_rules: str):
     device = service.devices.resolve("cpu:0")
     graph = unit.build(frozen.graph_def, feeds, frozen.fetches, service.settings, device.platform).graph
     graph, _ = run_pipeline(graph.replace(platform=platform_rules))
-    return graph, compile_graph(graph, device, no_checkpoint, service.xla_options)
+    return graph, compile_graph(graph, device, no_checkpoint, service.xla_options, tiered=lambda stablehlo: False)
 
 
 def mobilenet_execute(repeats: int) -> dict:

@@ -22,9 +22,11 @@ class Model:
     inputs: list[np.ndarray]  # in feed order
     small: bool = False  # the service-overhead goal is about these
 
-    def compile(self, client):
-        """The xlacs Executable of this graph on `client`'s daemon."""
-        return client.compile(self.frozen.graph_def, self.frozen.feeds, self.frozen.fetches, name=self.name)
+    def compile(self, client, wait_optimized: bool = True):
+        """The xlacs Executable of this graph on `client`'s daemon, running its optimized program unless
+        `wait_optimized` is off (then a cold compile of a large program answers with its quick tier)."""
+        return client.compile(self.frozen.graph_def, self.frozen.feeds, self.frozen.fetches, name=self.name,
+                              wait_optimized=wait_optimized)
 
 
 def _inputs(frozen: FrozenGraph, seed: int = 1) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ def build_with(graph: GraphFiles, settings: Settings) -> Call:
     """A new service with `settings` each time, with no cache beyond its own memory: every build compiles."""
     feeds, fetches = graph.signature()
     spec = CompileSpec(graph.graph_def, [(name, dtypes.from_numpy(dtype), shape)
-                                         for name, (dtype, shape) in feeds.items()], fetches)
+                                         for name, (dtype, shape) in feeds.items()], fetches, wait_optimized=True)
     loaded = CompilationService(settings).compile(spec).loaded
     names = list(feeds)
     return lambda *arrays: loaded.run(dict(zip(names, arrays)))

@@ -62,6 +62,9 @@ class Executable:
         self.signature = response.signature
         self.stage_ms = dict(response.stage_ms)
         self.cache = response.cache
+        # "quick" when the daemon answered a tiered compile before its optimized program (wait_optimized), else
+        # "optimized"; as of the Compile (Client.executable_info tells now).
+        self.tier = response.tier
         self.passes = list(response.passes)
         self.graph_dumps = {d.name: d.pbtxt for d in response.graph_dumps}
         self.input_names = [s.name for s in response.signature.inputs]
@@ -132,6 +135,16 @@ class Executable:
         self.id = response.executable_id
         return self.id
 
+    def wait_optimized(self) -> None:
+        """Returns once the daemon runs this executable's optimized program (`tier` is then "optimized"): a cold
+        compile of a large program answers with a program compiled with quick options first (docs/performance.md,
+        Tiered compilation). Asks by digest, as a recompile does: a daemon that lost the id compiles it again."""
+        request = xlacs_pb2.CompileRequest()
+        request.CopyFrom(self._request)
+        request.wait_optimized = True
+        response, _ = self._client._recompile(request, self._source)
+        self.id, self.tier = response.executable_id, response.tier
+
     def __call__(self, *arrays: np.ndarray, state: State | None = None) -> list[np.ndarray]:
         return self.execute(arrays, state=state)
 
@@ -173,7 +186,8 @@ class Client:
         self.regions = Regions(self.stub)  # the session of this client's SharedMemory regions
 
     def compile(self, graph, feeds: Mapping[str, tuple], fetches: Iterable[str], device: str = "",
-                name: str = "", dump_graphs: bool = False, bucket_sizes: Sequence[int] = ()) -> Executable:
+                name: str = "", dump_graphs: bool = False, bucket_sizes: Sequence[int] = (),
+                wait_optimized: bool = False) -> Executable:
         """graph: a GraphDef message (ours or TF's), serialized bytes, or a path to a .pb file.
         feeds: {"x:0": (dtype, shape)}; dtype may be a numpy dtype, a name such as "float32", or a tf.DType.
         A dtype xlacs does not carry (strings, quantized types) raises UnsupportedDType naming the feed.
@@ -181,11 +195,14 @@ class Client:
         (default: powers of two up to its max_bucket_size) that holds it, and slices the outputs back.
         The graph travels by digest; its bytes only when the daemon lacks them, and then only the blobs it
         lacks (Executable.upload). With dump_graphs, Executable.graph_dumps holds the graph after each pass
-        as pbtxt."""
+        as pbtxt. A cold compile of a large program answers as soon as a program compiled with quick options runs
+        (Executable.tier "quick"), and the daemon swaps in the optimized one when it is compiled; with
+        wait_optimized, the call waits for it (docs/performance.md, Tiered compilation)."""
         source = GraphSource(graph)
         request = xlacs_pb2.CompileRequest(
             fetches=list(fetches), device=device, graph_name=name, dump_graphs=dump_graphs,
-            feeds=[_feed_spec(n, d, s) for n, (d, s) in feeds.items()], bucket_sizes=list(bucket_sizes))
+            feeds=[_feed_spec(n, d, s) for n, (d, s) in feeds.items()], bucket_sizes=list(bucket_sizes),
+            wait_optimized=wait_optimized)
         with source.open(self.file_digests) as (digest, data):
             request.graph_digest.CopyFrom(digest)
             response, upload = compile_by_digest(self.stub, request, lambda: contextlib.nullcontext(data),
@@ -198,7 +215,8 @@ class Client:
         """Compiles `request` by its digest again, reading `source` only if the daemon lacks the graph."""
         request = xlacs_pb2.CompileRequest(graph_digest=request.graph_digest, feeds=request.feeds,
                                            fetches=request.fetches, device=request.device,
-                                           graph_name=request.graph_name, bucket_sizes=request.bucket_sizes)
+                                           graph_name=request.graph_name, bucket_sizes=request.bucket_sizes,
+                                           wait_optimized=request.wait_optimized)
         return compile_by_digest(self.stub, request, lambda: source.reopen(self.file_digests, request.graph_digest),
                                  self.timeout)
 

@@ -83,6 +83,11 @@ class Settings:
     # YNNPACK convolutions off, so Eigen's run: faster on all five CNNs in three of four interleaved runs
     # (docs/performance.md, XLA:CPU's convolution library). Setting the list replaces the default.
     xla_options: tuple[str, ...] = ("xla_cpu_experimental_ynn_fusion_type=",)
+    # Tiered compilation (docs/performance.md): a cold compile of a per-call program of at least this many StableHLO
+    # ops on XLA:CPU answers with a program compiled by quick options (LLVM's optimizations off) and compiles the
+    # optimized one in the background, which then replaces it and is what the shared cache tiers hold; 0 turns it
+    # off. The Keras CNNs' per-call programs have 1400-4000 ops; their quick compiles take 0.3-0.5x the time.
+    tiered_min_ops: int = 500
     # The cache tier behind L1 (docs/cache.md): Redis when redis_url is set, else this directory ("" for none).
     redis_url: str = ""
     cache_dir: str = "~/.cache/xlacs"

@@ -24,15 +24,17 @@ from xlacs_server.cache import graphs, upload
 from xlacs_server.cache.bindings import Binding, BindingRecords
 from xlacs_server.cache.blobs import Digest, digest_of, open_blobs
 from xlacs_server.cache.persistent import PersistentTier
-from xlacs_server.cache.tiers import open_tiers
+from xlacs_server.cache.tiers import Hit, open_tiers
 from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, code_identity, compile_options_identity,
                                             device_identity, runtime_identity)
 from xlacs_server.compile import xla_options
+from xlacs_server.compile import tier_up
 from xlacs_server.compile.compiler import compile_graph
+from xlacs_server.compile.tier_up import TierUp
 from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, echoed
 from xlacs_server.execute.devices import DeviceRef, Devices, enumerate_devices
-from xlacs_server.execute.executable import Executable, LoadedExecutable, RunTimes
+from xlacs_server.execute.executable import OPTIMIZED, QUICK, Executable, LoadedExecutable, RunTimes
 from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers, has_loops
 from xlacs_server.execute.resident import ResidentTensors, kept
 from xlacs_server.execute.shared_memory import SharedMemory
@@ -67,6 +69,7 @@ class CompileSpec:
     graph_digest: Digest | None = None
     graph_manifest: xlacs_pb2.GraphManifest | None = None
     bucket_sizes: tuple[int, ...] = ()  # for feeds with unknown (-1) dims (buckets/)
+    wait_optimized: bool = False  # answer with the optimized program, never a tiered compile's quick one
 
 
 @dataclasses.dataclass
@@ -173,6 +176,7 @@ class CompilationService:
         if settings.isolate_executions not in ISOLATION_POLICIES:
             raise ValueError(f"isolate_executions={settings.isolate_executions!r}: use one of {ISOLATION_POLICIES}")
         self.workers = Workers()
+        self.tier_up = TierUp()  # the optimizing compiles of tiered compiles (compile/tier_up.py)
         self.draining = False  # set by the daemon's shutdown: calls in flight finish, no new ones come
         self._loaded: collections.OrderedDict[str, LoadedExecutable] = collections.OrderedDict()
         self._loaded_lock = threading.Lock()
@@ -199,8 +203,16 @@ class CompilationService:
     def compile(self, spec: CompileSpec, checkpoint: Callable[[str], None] = no_checkpoint,
                 slot=no_slot) -> CompileResult:
         """The executable of `spec`, from a cache or compiled; `checkpoint(stage)` may stop it between stages,
-        and only an XLA compile takes a `slot()`: a cache hit waits for none."""
+        and only an XLA compile takes a `slot()`: a cache hit waits for none. With `spec.wait_optimized`, the answer
+        waits for a tiered compile's optimized program (compile/tier_up.py; the wait is the stage "tier_up")."""
         watch = Stopwatch(checkpoint, slot)
+        result = self._compile_spec(spec, watch)
+        if spec.wait_optimized:
+            with watch.stage("tier_up"):
+                self.tier_up.wait(result.loaded.executable, watch.checkpoint)
+        return result
+
+    def _compile_spec(self, spec: CompileSpec, watch: Stopwatch) -> CompileResult:
         device = self.devices.resolve(spec.device)
         record = None
         if spec.graph_digest is not None:
@@ -425,18 +437,24 @@ class CompilationService:
         with self._single_flight(key):
             watch.checkpoint("load")
             start = time.perf_counter()
-            with self.tiers.lookup(key, device, watch.checkpoint) as hit:
+            with self.tiers.lookup(key, device, watch.checkpoint) as found:
                 watch.ms["load"] = (time.perf_counter() - start) * 1e3
+                hit = found if isinstance(found, Hit) else None
                 if hit is None and compile is None:
                     return None
                 if hit is None:
                     executable, serialized = compile()
                 else:
                     executable, serialized = hit.executable, hit.executable.serialized
-                if not self._isolates(executable):
+                if not self._isolates(executable.stablehlo):
                     executable.serialized = None  # runs in the daemon: no worker will load it
                 with watch.stage("store"):
-                    self.tiers.put(executable, serialized, hit)
+                    if hit is None and executable.tier == QUICK:  # the shared tiers get the optimized one
+                        self.tiers.l1.put(executable, serialized)
+                        self.tier_up.submit(executable, found.keep(), lambda optimized: self.tiers.put(executable,
+                                                                                                       optimized))
+                    else:
+                        self.tiers.put(executable, serialized, hit)
             return executable, hit.tier if hit else "miss"
 
     def _compile(self, key, spec, graph, inputs, device, watch) -> tuple[Executable, bytes]:
@@ -445,7 +463,9 @@ class CompilationService:
             with watch.stage("passes"):
                 graph, records = run_pipeline(graph, self._dumper(key))
             watch.checkpoint("lower")
-            program = compile_graph(graph, device, watch.checkpoint, self.xla_options)
+            program = compile_graph(graph, device, watch.checkpoint, self.xla_options, functools.partial(
+                tier_up.tiered, platform=device.platform, min_ops=self.settings.tiered_min_ops,
+                isolated=self._isolates))
             watch.ms["lower"] = program.lower_ms
             watch.ms["compile"] = program.compile_ms
         self.counters.add(compiles=1)
@@ -455,7 +475,8 @@ class CompilationService:
         executable = Executable(key, spec.graph_name or "graph", device, inputs, program.outputs, program.params,
                                 program.compiled, program.stablehlo, dict(watch.ms), records, size,
                                 op_histogram=dict(collections.Counter(n.op for n in graph.nodes.values())),
-                                serialized=program.serialized, prepare=program.prepare)
+                                serialized=program.serialized, prepare=program.prepare,
+                                tier=QUICK if program.optimize else OPTIMIZED, optimize=program.optimize)
         return executable, program.serialized
 
     @contextlib.contextmanager
@@ -582,10 +603,12 @@ class CompilationService:
         self.workers.close()
         self.resident.close()
         self.states.close()
+        self.tier_up.close()
         self.tiers.close()
 
-    def _isolates(self, executable: Executable) -> bool:
-        return self.settings.isolate_executions == "all" or has_loops(executable.stablehlo)
+    def _isolates(self, stablehlo: str) -> bool:
+        """Whether the program runs in an execution worker rather than in the daemon."""
+        return self.settings.isolate_executions == "all" or has_loops(stablehlo)
 
     @within_limits
     def check_graph(self, graph_def: bytes, device: str) -> tuple[collections.Counter, dict[str, list[str]], int]:

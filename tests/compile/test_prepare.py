@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from xlacs import dtypes
 from xlacs.freeze import freeze
-from xlacs_server.compile.compiler import prepare_options
+from xlacs_server.compile.compiler import quick_options
 from xlacs_server.config import Settings
 from xlacs_server.service import CompilationService, CompileSpec
 
@@ -156,8 +156,8 @@ def test_get_executable_reports_the_prepare_run(client):
 
 def test_the_prepare_program_compiles_with_the_daemons_options_llvm_optimizations_and_fusion_emitters_off():
     options = {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 3}
-    assert prepare_options(options) == {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 0,
-                                        "xla_cpu_use_fusion_emitters": False}
+    assert quick_options(options) == {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 0,
+                                      "xla_cpu_use_fusion_emitters": False}
     assert options["xla_backend_optimization_level"] == 3  # the per-call program keeps the daemon's
 
 

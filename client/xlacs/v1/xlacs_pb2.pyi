@@ -114,7 +114,7 @@ class Signature(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ...) -> None: ...
 
 class CompileRequest(_message.Message):
-    __slots__ = ("graph_def", "feeds", "fetches", "device", "graph_name", "dump_graphs", "graph_digest", "graph_manifest", "bucket_sizes")
+    __slots__ = ("graph_def", "feeds", "fetches", "device", "graph_name", "dump_graphs", "graph_digest", "graph_manifest", "bucket_sizes", "wait_optimized")
     GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
     FEEDS_FIELD_NUMBER: _ClassVar[int]
     FETCHES_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +124,7 @@ class CompileRequest(_message.Message):
     GRAPH_DIGEST_FIELD_NUMBER: _ClassVar[int]
     GRAPH_MANIFEST_FIELD_NUMBER: _ClassVar[int]
     BUCKET_SIZES_FIELD_NUMBER: _ClassVar[int]
+    WAIT_OPTIMIZED_FIELD_NUMBER: _ClassVar[int]
     graph_def: bytes
     feeds: _containers.RepeatedCompositeFieldContainer[TensorSpec]
     fetches: _containers.RepeatedScalarFieldContainer[str]
@@ -133,7 +134,8 @@ class CompileRequest(_message.Message):
     graph_digest: Digest
     graph_manifest: GraphManifest
     bucket_sizes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, graph_def: _Optional[bytes] = ..., feeds: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., fetches: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., graph_name: _Optional[str] = ..., dump_graphs: _Optional[bool] = ..., graph_digest: _Optional[_Union[Digest, _Mapping]] = ..., graph_manifest: _Optional[_Union[GraphManifest, _Mapping]] = ..., bucket_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
+    wait_optimized: bool
+    def __init__(self, graph_def: _Optional[bytes] = ..., feeds: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., fetches: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., graph_name: _Optional[str] = ..., dump_graphs: _Optional[bool] = ..., graph_digest: _Optional[_Union[Digest, _Mapping]] = ..., graph_manifest: _Optional[_Union[GraphManifest, _Mapping]] = ..., bucket_sizes: _Optional[_Iterable[int]] = ..., wait_optimized: _Optional[bool] = ...) -> None: ...
 
 class GraphDump(_message.Message):
     __slots__ = ("name", "pbtxt")
@@ -160,7 +162,7 @@ class PassRecord(_message.Message):
     def __init__(self, name: _Optional[str] = ..., grouping: _Optional[str] = ..., phase: _Optional[int] = ..., ms: _Optional[float] = ..., nodes_before: _Optional[int] = ..., nodes_after: _Optional[int] = ...) -> None: ...
 
 class CompileResponse(_message.Message):
-    __slots__ = ("executable_id", "signature", "stage_ms", "cache", "passes", "graph_dumps")
+    __slots__ = ("executable_id", "signature", "stage_ms", "cache", "passes", "graph_dumps", "tier")
     class StageMsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -174,13 +176,15 @@ class CompileResponse(_message.Message):
     CACHE_FIELD_NUMBER: _ClassVar[int]
     PASSES_FIELD_NUMBER: _ClassVar[int]
     GRAPH_DUMPS_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
     executable_id: str
     signature: Signature
     stage_ms: _containers.ScalarMap[str, float]
     cache: str
     passes: _containers.RepeatedCompositeFieldContainer[PassRecord]
     graph_dumps: _containers.RepeatedCompositeFieldContainer[GraphDump]
-    def __init__(self, executable_id: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., cache: _Optional[str] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ..., graph_dumps: _Optional[_Iterable[_Union[GraphDump, _Mapping]]] = ...) -> None: ...
+    tier: str
+    def __init__(self, executable_id: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., cache: _Optional[str] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ..., graph_dumps: _Optional[_Iterable[_Union[GraphDump, _Mapping]]] = ..., tier: _Optional[str] = ...) -> None: ...
 
 class ExecuteRequest(_message.Message):
     __slots__ = ("executable_id", "inputs", "outputs", "session_id", "state_id")
@@ -475,7 +479,7 @@ class GetExecutableRequest(_message.Message):
     def __init__(self, executable_id: _Optional[str] = ...) -> None: ...
 
 class ExecutableInfo(_message.Message):
-    __slots__ = ("executable_id", "graph_name", "device", "signature", "stage_ms", "passes", "size_bytes", "hits", "created_unix", "last_used_unix")
+    __slots__ = ("executable_id", "graph_name", "device", "signature", "stage_ms", "passes", "size_bytes", "hits", "created_unix", "last_used_unix", "tier")
     class StageMsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -493,6 +497,7 @@ class ExecutableInfo(_message.Message):
     HITS_FIELD_NUMBER: _ClassVar[int]
     CREATED_UNIX_FIELD_NUMBER: _ClassVar[int]
     LAST_USED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
     executable_id: str
     graph_name: str
     device: str
@@ -503,7 +508,8 @@ class ExecutableInfo(_message.Message):
     hits: int
     created_unix: float
     last_used_unix: float
-    def __init__(self, executable_id: _Optional[str] = ..., graph_name: _Optional[str] = ..., device: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ..., size_bytes: _Optional[int] = ..., hits: _Optional[int] = ..., created_unix: _Optional[float] = ..., last_used_unix: _Optional[float] = ...) -> None: ...
+    tier: str
+    def __init__(self, executable_id: _Optional[str] = ..., graph_name: _Optional[str] = ..., device: _Optional[str] = ..., signature: _Optional[_Union[Signature, _Mapping]] = ..., stage_ms: _Optional[_Mapping[str, float]] = ..., passes: _Optional[_Iterable[_Union[PassRecord, _Mapping]]] = ..., size_bytes: _Optional[int] = ..., hits: _Optional[int] = ..., created_unix: _Optional[float] = ..., last_used_unix: _Optional[float] = ..., tier: _Optional[str] = ...) -> None: ...
 
 class CreateStateRequest(_message.Message):
     __slots__ = ("variables", "device")

@@ -44,19 +44,20 @@ class MemoryCache(Tier):
             return next((e for (k, _), e in reversed(self._entries.items()) if k == key), None)
 
     def put(self, executable: Executable, serialized: bytes) -> None:
-        """Holds the executable itself; `serialized` is unused (executable.serialized is what workers load)."""
+        """Holds the executable itself; `serialized` is unused (executable.serialized is what workers load). Put
+        again once its optimized program replaced a tiered compile's quick one, whose size differs, so the bytes
+        are summed anew."""
         key = (executable.key, executable.device.name)
         with self._lock:
-            if key in self._entries:
-                self.stats.bytes -= self._entries.pop(key).size_bytes
+            self._entries.pop(key, None)
             self._entries[key] = executable
-            self.stats.bytes += executable.size_bytes
-            while len(self._entries) > self.max_entries or \
-                    (self.stats.bytes > self.max_bytes and len(self._entries) > 1):
-                _, evicted = self._entries.popitem(last=False)
-                self.stats.bytes -= evicted.size_bytes
+            while len(self._entries) > self.max_entries or (self._bytes() > self.max_bytes and len(self._entries) > 1):
+                self._entries.popitem(last=False)
                 self.stats.evictions += 1
-            self.stats.entries = len(self._entries)
+            self.stats.entries, self.stats.bytes = len(self._entries), self._bytes()
+
+    def _bytes(self) -> int:
+        return sum(e.size_bytes for e in self._entries.values())
 
     def values(self) -> list[Executable]:
         with self._lock:

@@ -33,6 +33,18 @@ class Hit(NamedTuple):
     tier: str  # the name of the tier that had it
 
 
+class Miss:
+    """No tier has the key, and this process holds its leases while it compiles."""
+
+    def __init__(self, leases: contextlib.ExitStack):
+        self._leases = leases
+
+    def keep(self) -> contextlib.ExitStack:
+        """The leases, held past the lookup's block until the returned stack is closed: a tiered compile puts
+        its executable in the tiers after the block (compile/tier_up.py)."""
+        return self._leases.pop_all()
+
+
 def open_tiers(settings: Settings) -> Tiers:
     """The tiers the settings configure, in the order of OPENERS."""
     return Tiers([tier for tier in (open_tier(settings) for open_tier in OPENERS) if tier is not None])
@@ -62,10 +74,10 @@ class Tiers(Sequence[Tier]):
         return Hit(executable, self.l1.tier)
 
     @contextlib.contextmanager
-    def lookup(self, key: str, device: DeviceRef, checkpoint: Callable[[str], None]) -> Iterator[Hit | None]:
+    def lookup(self, key: str, device: DeviceRef, checkpoint: Callable[[str], None]) -> Iterator[Hit | Miss]:
         """After get() missed, with the key's in-process lock held: yields the executable of the fastest tier that
-        has it, or None: then this process holds the key's lease in every tier until the block ends, and should
-        compile and put() it. Processes that find a lease taken wait for it to go, then load what its holder
+        has it, or a Miss: then this process holds the key's lease in every tier until the block ends (or, after
+        Miss.keep(), until what that returns is closed), and should compile and put() it. Processes that find a lease taken wait for it to go, then load what its holder
         stored; if it stored nothing, one of them takes the lease. `checkpoint(stage)` raises to stop a wait
         (the client cancelled, or its deadline passed).
 
@@ -79,14 +91,14 @@ class Tiers(Sequence[Tier]):
         behind = self._tiers[1:]
         found = _look(behind, key, device, count_refusals=True)
         while found is None:
-            with self._leases(key, checkpoint) as held:
+            with self._leases(key, checkpoint) as (held, leases):
                 # Look again: a peer may have stored it since. Right after taking the leases, a refused entry is
                 # the one refused above, so it is not counted twice.
                 found = _look(behind, key, device, count_refusals=not held)
                 if found is None and held:
                     for tier in behind:
                         tier.stats.add(misses=1)
-                    yield None
+                    yield Miss(leases)
                     return
         index, executable = found
         for tier in behind[:index]:
@@ -107,11 +119,11 @@ class Tiers(Sequence[Tier]):
             tier.close()
 
     @contextlib.contextmanager
-    def _leases(self, key: str, checkpoint: Callable[[str], None]) -> Iterator[bool]:
-        """The key's lease in each tier, fastest first; held if every one is. A tier that waited for another
-        process's lease ends the round: what it waited for may be stored now."""
+    def _leases(self, key: str, checkpoint: Callable[[str], None]) -> Iterator[tuple[bool, contextlib.ExitStack]]:
+        """The key's lease in each tier, fastest first, and the stack that releases them; held if every one is. A
+        tier that waited for another process's lease ends the round: what it waited for may be stored now."""
         with contextlib.ExitStack() as leases:
-            yield all(leases.enter_context(tier.lease(key, checkpoint)) for tier in self._tiers)
+            yield all(leases.enter_context(tier.lease(key, checkpoint)) for tier in self._tiers), leases
 
 
 def _look(tiers: list[Tier], key: str, device: DeviceRef, count_refusals: bool) -> tuple[int, Executable] | None:
@@ -132,5 +144,6 @@ def _look(tiers: list[Tier], key: str, device: DeviceRef, count_refusals: bool) 
 
 
 def _count_hit(tier: Tier, executable: Executable) -> None:
-    tier.stats.add(hits=1, compile_ms_saved=executable.stage_ms.get("compile", 0.0) +
-                   executable.stage_ms.get("lower", 0.0))
+    # A tiered compile's optimizing compile ("optimize", compile/tier_up.py) is saved too.
+    tier.stats.add(hits=1, compile_ms_saved=sum(executable.stage_ms.get(stage, 0.0)
+                                                for stage in ("lower", "compile", "optimize")))

@@ -1,6 +1,8 @@
 """Traces the lowered program with jax.jit into StableHLO and compiles it with PJRT for one device; a program
 with a weight-only part is compiled as two, the prepare program and the per-call one (compile/prepare.py), at
-the same time: XLA releases the GIL while it compiles, so the second compile hides behind the first."""
+the same time: XLA releases the GIL while it compiles, so the second compile hides behind the first. A tiered
+compile (compile/tier_up.py) compiles the per-call program with quick options first, and leaves its optimizing
+compile to be done later."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -34,14 +36,17 @@ class CompiledProgram:
     compile_ms: float
     serialized: bytes  # the PJRT executable, as the backend serializes it (native code)
     prepare: Prepare | None  # the weight-only part, if the graph has one
+    # Of a tiered compile, whose `compiled` was compiled with quick_options: compiles the optimized program.
+    optimize: Callable[[], Program] | None = None
 
 
-def prepare_options(options: dict[str, xla_options.Value]) -> dict[str, xla_options.Value]:
-    """The options the prepare program compiles with: the daemon's, with LLVM's optimizations off and XLA:CPU's
-    older elemental emitters instead of its MLIR fusion emitters. It runs once per weight set, hundreds of small
-    elementwise fusions over the weights, and each fusion costs the MLIR emitters a fixed compile time: the
-    elemental ones compile it with 1.2-3.6x less CPU time on the Keras CNNs, to the same values, and it runs as fast
-    (docs/performance.md, Cold compile)."""
+def quick_options(options: dict[str, xla_options.Value]) -> dict[str, xla_options.Value]:
+    """The daemon's options with LLVM's optimizations off and XLA:CPU's older elemental emitters instead of its MLIR
+    fusion emitters, which cost a fixed compile time per fusion. The prepare program compiles with them: it runs
+    once per weight set, hundreds of small elementwise fusions over the weights, which the elemental emitters
+    compile with 1.2-3.6x less CPU time on the Keras CNNs, to the same values, and it runs as fast. So does a tiered
+    compile's first program: the CNNs' per-call programs compile in 0.3-0.5x the time and run 1.8-7x slower until
+    the optimized one replaces them (docs/performance.md, Cold compile and Tiered compilation)."""
     return {**options, "xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 
@@ -50,12 +55,14 @@ def param_sigs(graph: Graph) -> list[TensorSig]:
 
 
 def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], None],
-                  options: dict[str, xla_options.Value]) -> CompiledProgram:
+                  options: dict[str, xla_options.Value], tiered: Callable[[str], bool]) -> CompiledProgram:
     """Compiles the graph as a function of its feeds, variables and lifted weights (engine.argument_specs),
     with XLA debug `options` (compile/xla_options.py); it returns the fetches, then the variables it assigned.
-    A weight-only part is split off into a prepare program (compile/prepare.py), compiled with prepare_options on
-    another thread while the per-call program compiles; compile_ms is the wall time of both compiles.
-    `checkpoint("compile")` runs between the lowering and the XLA compiles, which nothing interrupts."""
+    A weight-only part is split off into a prepare program (compile/prepare.py), compiled with quick_options on
+    another thread while the per-call program compiles; compile_ms is the wall time of both compiles. When
+    `tiered(stablehlo)` says so of the per-call program, it compiles with quick_options too, and the result's
+    `optimize` compiles it with `options`. `checkpoint("compile")` runs between the lowering and the XLA compiles,
+    which nothing interrupts."""
     sharding = jax.sharding.SingleDeviceSharding(device.device)
     params = param_sigs(graph)
     start = time.perf_counter()
@@ -66,18 +73,21 @@ def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], N
                                                    for o in lowered_prepare.out_info])
     program_fn = build_program(graph, graph.platform)
     lowered = _lower_donating(graph, sharding, program_fn) if graph.variables else _lower(graph, sharding, program_fn)
+    stablehlo = lowered.as_text()
     lowered_at = time.perf_counter()
     checkpoint("compile")
+    quick = tiered(stablehlo)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="xlacs-prepare") as pool:
         pending = None if parts is None else pool.submit(_prepare, parts, params, lowered_prepare, options)
-        compiled = lowered.compile(compiler_options=options)
+        compiled = lowered.compile(compiler_options=quick_options(options) if quick else options)
         prepare_part = None if pending is None else pending.result()
     done = time.perf_counter()
     names = [str(f) for f in graph.fetches] + [VARIABLE_PREFIX + name for name in program_fn.assigned]
     outputs = [TensorSig(n, np.dtype(o.dtype), tuple(o.shape)) for n, o in zip(names, compiled.out_info)]
     program = Program(compiled.runtime_executable())
-    return CompiledProgram(program, lowered.as_text(), outputs, params, (lowered_at - start) * 1e3,
-                           (done - lowered_at) * 1e3, program.serialize(), prepare_part)
+    optimize = (lambda: Program(lowered.compile(compiler_options=options).runtime_executable())) if quick else None
+    return CompiledProgram(program, stablehlo, outputs, params, (lowered_at - start) * 1e3,
+                           (done - lowered_at) * 1e3, program.serialize(), prepare_part, optimize)
 
 
 def _lower(graph: Graph, sharding, program_fn: Callable | None = None):
@@ -105,7 +115,7 @@ def _prepare(parts: prepare.Split, params: list[TensorSig], lowered,
              options: dict[str, xla_options.Value]) -> Prepare:
     """The compiled prepare program of `parts`; it and the per-call program name the lifted weights by index."""
     index = {s.name: i for i, s in enumerate(params)}
-    compiled = Program(lowered.compile(compiler_options=prepare_options(options)).runtime_executable())
+    compiled = Program(lowered.compile(compiler_options=quick_options(options)).runtime_executable())
     outputs = [TensorSig(str(e), np.dtype(o.dtype), tuple(o.shape))
                for e, o in zip(parts.prepare.fetches, lowered.out_info)]
     return Prepare(compiled, [index[str(e)] for e in parts.prepare.params], [index[str(e)] for e in parts.call.params],

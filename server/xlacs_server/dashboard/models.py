@@ -154,6 +154,8 @@ class ExecutableSummary(BaseModel):
     outputs: list[TensorSpec]
     stage_ms: dict[str, float]
     compile_ms: float = Field(description="the sum of the stages")
+    tier: str = Field(description='the program it runs: "optimized", or "quick" while a tiered compile\'s optimized '
+                                  'program is compiled (stage "optimize" once it is)')
     size_bytes: int = Field(description="of the serialized programs: the per-call one and the prepare one")
     prepare_size_bytes: int | None = Field(description="of the prepare program (the weight-only part, run once per "
                                                        "weight set at bind); None when there is none")

@@ -143,7 +143,8 @@ def executable(dash: Dash, key: CacheKey) -> models.ExecutableDetail:
 def _summary(e) -> dict:
     return dict(key=e.key, key_prefix=e.key[:12], graph_name=e.graph_name,
                 device=e.device.name, inputs=[_spec(s) for s in e.inputs], outputs=[_spec(s) for s in e.outputs],
-                stage_ms=e.stage_ms, compile_ms=sum(e.stage_ms.values()), size_bytes=e.size_bytes, hits=e.hits,
+                stage_ms=e.stage_ms, compile_ms=sum(e.stage_ms.values()), tier=e.tier, size_bytes=e.size_bytes,
+                hits=e.hits,
                 prepare_size_bytes=len(e.prepare.serialized) if e.prepare else None,
                 prepare_ms=e.prepare.ms if e.prepare else None,
                 created_unix=e.created, last_used_unix=e.last_used or None)

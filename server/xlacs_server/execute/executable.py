@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import threading
 import time
+from typing import Callable
 
 import jax
 import numpy as np
@@ -14,6 +15,10 @@ from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.program import Program, device_put
 from xlacs_server.tensor_sig import TensorSig
 from xlacs_server.unit.variables import INPUT_PREFIX as VARIABLE_PREFIX
+
+# Which program an executable runs (compile/tier_up.py): a tiered compile's, compiled with quick options, until
+# the optimized one replaces it; every other executable's is optimized.
+QUICK, OPTIMIZED = "quick", "optimized"
 
 
 @dataclasses.dataclass
@@ -63,6 +68,9 @@ class Executable:
     # worker loads.
     serialized: bytes | None = dataclasses.field(default=None, repr=False)
     prepare: Prepare | None = None
+    tier: str = OPTIMIZED
+    # While `tier` is QUICK: compiles the optimized program (compile/tier_up.py swaps it in for `compiled`).
+    optimize: Callable[[], Program] | None = dataclasses.field(default=None, repr=False)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     @property

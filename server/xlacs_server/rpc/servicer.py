@@ -42,7 +42,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
         if manifest is not None and digest is None:
             raise InvalidRequest("graph_manifest needs graph_digest: the digest of the GraphDef's bytes it names")
         spec = CompileSpec(request.graph_def, feeds, list(request.fetches), request.device, request.graph_name,
-                           digest, manifest, tuple(request.bucket_sizes))
+                           digest, manifest, tuple(request.bucket_sizes), request.wait_optimized)
         if has_unknown_dims(feeds):  # compiles into shape buckets when Executes need them (buckets/)
             dynamic, cache, stage_ms = self.gates.compile.run(
                 context, lambda call: self.service.compile_dynamic(spec, call.checkpoint, call.slot))
@@ -53,7 +53,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             self.service.dump_passes(spec) if request.dump_graphs else []))
         return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(result.loaded),
                                          stage_ms=result.stage_ms, cache=result.cache,
-                                         passes=result.loaded.executable.passes,
+                                         passes=result.loaded.executable.passes, tier=result.loaded.executable.tier,
                                          graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
     def Execute(self, received, context):
@@ -125,6 +125,8 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             raise LimitExceeded(f"DownloadExecutable names {len(request.have)} blobs in have", "max_graph_nodes", limit)
         have = {checked_digest(d, f"have[{i}]") for i, d in enumerate(request.have)}
         loaded = self.service.loaded(request.executable_id)
+        # The optimized program, not a tiered compile's quick one: admitted as a Compile, which it waits for.
+        self.gates.compile.run(context, lambda call: self.service.tier_up.wait(loaded.executable, call.checkpoint))
         yield from download(loaded, _signature(loaded), have)
 
     def GetExecutable(self, request, context):
@@ -134,7 +136,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             executable_id=loaded.id, graph_name=e.graph_name, device=e.device.name, signature=_signature(loaded),
             stage_ms={**e.stage_ms, **({"prepare": e.prepare.ms} if e.prepare else {})}, passes=e.passes,
             size_bytes=e.size_bytes, hits=e.hits,
-            created_unix=e.created, last_used_unix=e.last_used)
+            created_unix=e.created, last_used_unix=e.last_used, tier=e.tier)
 
     def FetchTensors(self, request, context):
         # A copy from the device, as an Execute's outputs: in one of its slots.

@@ -1,0 +1,107 @@
+"""Tiered compilation: a cold compile of a large program answers with a program compiled by quick options
+(compiler.quick_options), and its optimized program is compiled here, on a thread of its own, then swapped in.
+
+XLA:CPU spends most of a CNN's cold compile optimizing its per-call program; with LLVM's optimizations off and the
+elemental emitters it compiles in 0.3-0.5x the time and runs 1.8-7x slower (docs/performance.md, Tiered
+compilation), so the first result comes seconds sooner. The quick program goes into L1 only; the shared tiers get
+the optimized program alone, and the compile keeps holding the key's leases until they have it, so replicas that
+wait for the key load the optimized program rather than compiling it again.
+
+One optimizing compile runs at a time, beside the next cold compiles and the Executes, and holds no compile slot:
+a tier-up cannot be refused, only queued. Executes in flight finish on the program they started with.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import re
+import threading
+import time
+from typing import Callable
+
+from xlacs_server import metrics
+from xlacs_server.execute.executable import OPTIMIZED, Executable
+
+log = logging.getLogger(__name__)
+POLL_S = 0.05  # how often a call waiting for a tier-up looks at its deadline and its client
+# Tiered on XLA:CPU only: the quick options were measured there (a GPU compile's time goes elsewhere: autotuning).
+TIERED_PLATFORMS = ("cpu",)
+
+
+def tiered(stablehlo: str, *, platform: str, min_ops: int, isolated: Callable[[str], bool]) -> bool:
+    """Whether a per-call program compiles tiered: on a platform of TIERED_PLATFORMS, with at least `min_ops` ops
+    (0: never), and run in the daemon (`isolated` programs are loaded by execution workers from their serialized
+    form, which a tier-up would leave stale)."""
+    return (0 < min_ops <= op_count(stablehlo) and platform in TIERED_PLATFORMS and not isolated(stablehlo))
+
+
+def op_count(stablehlo: str) -> int:
+    """The ops with results in a StableHLO module's text."""
+    return len(re.findall(r"= (?:stablehlo|chlo)\.", stablehlo))
+
+
+class TierUp:
+    """The optimizing compiles of the quick executables, in the order their compiles ended."""
+
+    def __init__(self):
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="xlacs-tier-up")
+        self._pending: dict[int, concurrent.futures.Future] = {}  # by id(executable)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, executable: Executable, leases: contextlib.ExitStack, store: Callable[[bytes], None]) -> None:
+        """Queues the optimizing compile of the quick `executable`; `store(serialized)` puts the optimized one in
+        the cache tiers, and `leases` (the key's, tiers.Miss.keep) are released after it."""
+        with self._lock:
+            if self._closed:  # shutting down: the quick program serves the calls still in flight
+                leases.close()
+                return
+            future = self._pool.submit(self._tier_up, executable, leases, store)
+            self._pending[id(executable)] = future
+        future.add_done_callback(lambda _: self._forget(executable))
+
+    def wait(self, executable: Executable, checkpoint: Callable[[str], None]) -> None:
+        """Returns once `executable` runs its optimized program, or its optimizing compile failed (it then keeps
+        the quick one); `checkpoint(stage)` may raise to stop the wait."""
+        with self._lock:
+            future = self._pending.get(id(executable))
+        while future is not None and not future.done():
+            checkpoint("the optimized program")
+            with contextlib.suppress(concurrent.futures.TimeoutError):
+                future.result(timeout=POLL_S)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def close(self) -> None:
+        """At shutdown: drops the queued tier-ups (their leases go with the tiers' close) and lets the running one
+        end, which no one can interrupt."""
+        with self._lock:
+            self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _forget(self, executable: Executable) -> None:
+        with self._lock:
+            self._pending.pop(id(executable), None)
+
+    def _tier_up(self, executable: Executable, leases: contextlib.ExitStack, store: Callable[[bytes], None]) -> None:
+        stage_ms = {}
+        with leases, metrics.compiling(executable.device.name, stage_ms):
+            start = time.perf_counter()
+            try:
+                program = executable.optimize()
+            except Exception:  # XLA raises its runtime error type; the quick program keeps serving
+                log.exception("the optimizing compile of %s failed; it keeps running its quick program, and no "
+                              "cache tier but L1 holds it", executable.key)
+                return
+            stage_ms["optimize"] = (time.perf_counter() - start) * 1e3
+            serialized = program.serialize()
+            prepare = len(executable.prepare.serialized) if executable.prepare else 0
+            executable.compiled, executable.optimize = program, None
+            executable.stage_ms["optimize"] = stage_ms["optimize"]
+            executable.size_bytes, executable.tier = len(serialized) + prepare, OPTIMIZED
+            store(serialized)
+        log.info("tiered up %s on %s: its optimized program compiled in %.0f ms", executable.key,
+                 executable.device.name, stage_ms["optimize"])
