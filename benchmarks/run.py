@@ -163,9 +163,9 @@ def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerPro
                 results["execute"] = execute_latency.measure(client, peers, suite, budget.execute_s)
                 _step("tiny round trip")
                 results["tiny"] = transport.tiny_round_trip(client, peers, budget.tiny_s)
-            _step("raw gRPC handlers that work")
-            with RawGrpc() as raw:
-                results["handler_floor"] = transport.handler_floor(raw, budget.tiny_s)
+                _step("raw gRPC handlers that work")
+                with RawGrpc() as raw:
+                    results["handler_floor"] = transport.handler_floor(raw, budget.tiny_s)
                 peers.stop()  # the peers' last use: what follows measures the daemon alone
                 _step("tensor transfer")
                 _transport(results, server, client, directory, budget)

@@ -64,7 +64,7 @@ def _compile(args, client: Client, feeds: dict):
         sys.exit("error: give each output of a GraphDef with --fetch NODE:INDEX")
     executable = client.compile(args.graph, feeds, args.fetch, device=args.device,
                                 name=args.name or pathlib.Path(args.graph).stem, dump_graphs=bool(args.dump_graphs),
-                                bucket_sizes=args.bucket_sizes)
+                                bucket_sizes=args.bucket_sizes, wait_optimized=args.wait_optimized)
     _write_graph_dumps(args, executable)
     return executable
 
@@ -97,7 +97,8 @@ def _compile_signature(args, client: Client, signature, inputs: dict | None = No
         shapes[name] = shape
     executable = compile_signature(client, signature, shapes, device=args.device,
                                    name=args.name or saved_model_directory(args.graph).resolve().name,
-                                   dump_graphs=bool(args.dump_graphs), bucket_sizes=args.bucket_sizes)
+                                   dump_graphs=bool(args.dump_graphs), bucket_sizes=args.bucket_sizes,
+                                   wait_optimized=args.wait_optimized)
     _write_graph_dumps(args, executable)
     return executable
 
@@ -111,7 +112,7 @@ def _signature_record(executable) -> dict:
 
 
 def _compile_record(executable) -> dict:
-    return {"executable_id": executable.id, "cache": executable.cache,
+    return {"executable_id": executable.id, "cache": executable.cache, "tier": executable.tier,
             "stage_ms": {k: round(v, 3) for k, v in executable.stage_ms.items()},
             "upload": dataclasses.asdict(executable.upload),
             "inputs": executable.input_names, "outputs": executable.output_names}
@@ -126,7 +127,8 @@ def cmd_compile(args, client: Client) -> dict:
         executable = _compile_signature(args, client, SavedModel(directory).signature(args.signature))
         record = _signature_record(executable)
     if not args.json:
-        print(f"{executable.id}  cache={executable.cache}  uploaded={executable.upload.uploaded_bytes}B  " +
+        print(f"{executable.id}  cache={executable.cache}  tier={executable.tier}  "
+              f"uploaded={executable.upload.uploaded_bytes}B  " +
               "  ".join(f"{k}={v:.1f}ms" for k, v in executable.stage_ms.items()))
     return record
 
@@ -264,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--device", default="", help="cpu:0, gpu:1, ... (default: the server's first)")
         p.add_argument("--name", default="", help="a label shown on the dashboard; not part of the executable id")
         p.add_argument("--dump-graphs", default="", metavar="DIR", help="write the graph after each pass as pbtxt")
+        p.add_argument("--wait-optimized", action="store_true",
+                       help="answer with the optimized program, not a tiered compile's quick one")
         if name == "run":
             p.add_argument("--input", type=parse_input, action="append", default=[], help="NAME=FILE.npy")
             p.add_argument("--out", required=True, help="directory for the outputs")

@@ -27,8 +27,7 @@ from xlacs_server.cache.persistent import PersistentTier
 from xlacs_server.cache.tiers import Hit, open_tiers
 from xlacs_server.compile.cache_key import (CACHE_FORMAT_VERSION, cache_key, code_identity, compile_options_identity,
                                             device_identity, runtime_identity)
-from xlacs_server.compile import xla_options
-from xlacs_server.compile import tier_up
+from xlacs_server.compile import tier_up, xla_options
 from xlacs_server.compile.compiler import compile_graph
 from xlacs_server.compile.tier_up import TierUp
 from xlacs_server.config import Settings
@@ -107,6 +106,9 @@ class Stopwatch:
         self.ms: dict[str, float] = {}
         self.checkpoint = checkpoint
         self._slot = slot
+        # Set once the call has its answer (or its error): a tier-up it queued starts then, so that the optimizing
+        # compile does not slow the bind and the prepare run of the Compile it answers (compile/tier_up.py).
+        self.answered = threading.Event()
 
     @contextlib.contextmanager
     def slot(self):
@@ -206,7 +208,10 @@ class CompilationService:
         and only an XLA compile takes a `slot()`: a cache hit waits for none. With `spec.wait_optimized`, the answer
         waits for a tiered compile's optimized program (compile/tier_up.py; the wait is the stage "tier_up")."""
         watch = Stopwatch(checkpoint, slot)
-        result = self._compile_spec(spec, watch)
+        try:
+            result = self._compile_spec(spec, watch)
+        finally:
+            watch.answered.set()
         if spec.wait_optimized:
             with watch.stage("tier_up"):
                 self.tier_up.wait(result.loaded.executable, watch.checkpoint)
@@ -452,7 +457,8 @@ class CompilationService:
                     if hit is None and executable.tier == QUICK:  # the shared tiers get the optimized one
                         self.tiers.l1.put(executable, serialized)
                         self.tier_up.submit(executable, found.keep(), lambda optimized: self.tiers.put(executable,
-                                                                                                       optimized))
+                                                                                                       optimized),
+                                            start=watch.answered)
                     else:
                         self.tiers.put(executable, serialized, hit)
             return executable, hit.tier if hit else "miss"

@@ -60,6 +60,24 @@ def dense_graph(rows: int = 4) -> Graph:
     return Graph(freeze(tf.function(dense), tf.TensorSpec((rows, 8), tf.float32)), "dense")
 
 
+# Enough layers (~870 StableHLO ops) that XLA's optimizing compile takes a second, so a test sees the quick program
+# first; SMALL's ~150 ops are under the default tiered_min_ops.
+LAYERS, SMALL = 60, 10
+
+
+def deep_graph(seed: int, layers: int = LAYERS) -> Graph:
+    """A stack of dense layers, each with its own weights and activation (~14.5 StableHLO ops a layer)."""
+    rng = np.random.default_rng(seed)
+    weights = [tf.constant(rng.standard_normal((32, 32)).astype(np.float32) / 6) for _ in range(layers)]
+
+    def deep(x):
+        for i, w in enumerate(weights):
+            y = tf.matmul(x, w) + 0.1 * i
+            x = tf.tanh(y) * tf.sigmoid(y) + x if i % 2 else tf.nn.relu(y) - 0.5 * tf.exp(-tf.abs(y))
+        return x
+    return Graph(freeze(tf.function(deep), tf.TensorSpec((4, 32), tf.float32)), "deep")
+
+
 class ServeProcess(DaemonProcess):
     """`xlacs serve` as a replica is deployed, logging into `directory`; a stop must exit 0."""
 

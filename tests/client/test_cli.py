@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.cache.conftest import deep_graph
 from tests.models.keras_models import frozen_keras
 from tests.oracle import assert_close
 from tests.rpc.test_errors import add_graph, graph_def
@@ -28,6 +29,17 @@ def add_pb(tmp_path) -> pathlib.Path:
     path = tmp_path / "add.pb"
     path.write_bytes(add_graph())
     return path
+
+
+def test_compile_wait_optimized_answers_with_the_optimized_program(server, tmp_path):
+    graph = deep_graph(21, layers=50)  # a program of its own, over the default tiered_min_ops
+    path = tmp_path / "deep.pb"
+    path.write_bytes(graph.frozen.graph_def)
+    (feed, (_, shape)), = graph.frozen.feeds.items()
+    args = ("compile", str(path), "--feed", f"{feed}=float32[{','.join(map(str, shape))}]", "--fetch",
+            graph.frozen.fetches[0])
+    record = json.loads(xlacs(*args, "--wait-optimized", server=server).stdout)
+    assert (record["cache"], record["tier"]) == ("miss", "optimized") and record["stage_ms"]["tier_up"] > 0
 
 
 def test_compile_json_reports_cache_tier_and_stages(server, add_pb):

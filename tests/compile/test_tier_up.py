@@ -5,30 +5,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.cache.conftest import SECRET, Graph
+from tests.cache.conftest import LAYERS, SECRET, SMALL, Graph, deep_graph
 from tests.conftest import RunningServer
 from tests.oracle import assert_close
 from xlacs import Client
 from xlacs.freeze import freeze
 from xlacs_server.compile.tier_up import op_count
 from xlacs_server.config import Settings
-
-# Enough layers (~870 StableHLO ops) that XLA's optimizing compile takes a second, so a test sees the quick program
-# first; SMALL's ~150 ops are under the default tiered_min_ops.
-LAYERS, SMALL = 60, 10
-
-
-def deep_graph(seed: int, layers: int = LAYERS) -> Graph:
-    """A stack of dense layers, each with its own weights and activation (~14.5 StableHLO ops a layer)."""
-    rng = np.random.default_rng(seed)
-    weights = [tf.constant(rng.standard_normal((32, 32)).astype(np.float32) / 6) for _ in range(layers)]
-
-    def deep(x):
-        for i, w in enumerate(weights):
-            y = tf.matmul(x, w) + 0.1 * i
-            x = tf.tanh(y) * tf.sigmoid(y) + x if i % 2 else tf.nn.relu(y) - 0.5 * tf.exp(-tf.abs(y))
-        return x
-    return Graph(freeze(tf.function(deep), tf.TensorSpec((4, 32), tf.float32)), "deep")
 
 
 def run_tf(graph: Graph, x: np.ndarray) -> np.ndarray:

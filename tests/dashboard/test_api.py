@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.cache.conftest import deep_graph
 from tests.dashboard.conftest import REFRESH_S, dense_graph
 from xlacs.freeze import freeze
 from xlacs.v1 import tf_graph_pb2
@@ -122,6 +123,16 @@ def test_cache_counts_the_hits_a_client_causes(http, client):
     assert l1["hit_rate"] == pytest.approx(l1["hits"] / (l1["hits"] + l1["misses"]))
     assert any(p["hit_rate"] is not None and p["hit_rate"] > 0 for p in points)
     assert l1["entries"] >= 1 and l1["bytes"] > 0 and l1["compile_s_saved"] > before["compile_s_saved"]
+
+
+def test_an_executable_shows_the_quick_program_until_the_optimized_one_replaces_it(http, client):
+    graph = deep_graph(11)  # over the default tiered_min_ops: its cold compile is tiered
+    executable = graph.compile(client)
+    assert (executable.cache, executable.tier) == ("miss", "quick")
+    assert executable_row(http, graph.name)["tier"] == "quick"
+    executable.wait_optimized()
+    row = executable_row(http, graph.name)
+    assert row["tier"] == "optimized" and row["stage_ms"]["optimize"] > 0
 
 
 def test_executables_list_detail_and_downloads(http, client):

@@ -77,6 +77,7 @@ def test_dashboard_in_a_browser_while_clients_compile(browser_page, dashboard, c
         row = page.locator("#executables tr[data-executable]", has_text=dense.name)
         expect(row).to_have_count(1)
         expect(row.locator(".hits")).not_to_have_text("0")
+        expect(row.locator(".tier")).to_have_text("optimized")  # a small program: compiled optimized at once
         shoot(page, "executables")
         row.locator("a").click()
         expect(page.locator("#passes tbody tr").first).to_be_visible()

@@ -45,7 +45,7 @@ def quick_options(options: dict[str, xla_options.Value]) -> dict[str, xla_option
     fusion emitters, which cost a fixed compile time per fusion. The prepare program compiles with them: it runs
     once per weight set, hundreds of small elementwise fusions over the weights, which the elemental emitters
     compile with 1.2-3.6x less CPU time on the Keras CNNs, to the same values, and it runs as fast. So does a tiered
-    compile's first program: the CNNs' per-call programs compile in 0.3-0.5x the time and run 1.8-7x slower until
+    compile's first program: the CNNs' per-call programs compile in 0.33-0.52x the time and run 2-6x slower until
     the optimized one replaces them (docs/performance.md, Cold compile and Tiered compilation)."""
     return {**options, "xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 

@@ -2,7 +2,7 @@
 (compiler.quick_options), and its optimized program is compiled here, on a thread of its own, then swapped in.
 
 XLA:CPU spends most of a CNN's cold compile optimizing its per-call program; with LLVM's optimizations off and the
-elemental emitters it compiles in 0.3-0.5x the time and runs 1.8-7x slower (docs/performance.md, Tiered
+elemental emitters it compiles in 0.33-0.52x the time and runs 2-6x slower (docs/performance.md, Tiered
 compilation), so the first result comes seconds sooner. The quick program goes into L1 only; the shared tiers get
 the optimized program alone, and the compile keeps holding the key's leases until they have it, so replicas that
 wait for the key load the optimized program rather than compiling it again.
@@ -50,14 +50,17 @@ class TierUp:
         self._lock = threading.Lock()
         self._closed = False
 
-    def submit(self, executable: Executable, leases: contextlib.ExitStack, store: Callable[[bytes], None]) -> None:
-        """Queues the optimizing compile of the quick `executable`; `store(serialized)` puts the optimized one in
-        the cache tiers, and `leases` (the key's, tiers.Miss.keep) are released after it."""
+    def submit(self, executable: Executable, leases: contextlib.ExitStack, store: Callable[[bytes], None],
+               start: threading.Event) -> None:
+        """Queues the optimizing compile of the quick `executable`, which begins once `start` is set (the Compile
+        that made it has answered: its bind and prepare run do not share the CPU with it); `store(serialized)` puts
+        the optimized program in the cache tiers, and `leases` (the key's, tiers.Miss.keep) are released after
+        it."""
         with self._lock:
             if self._closed:  # shutting down: the quick program serves the calls still in flight
                 leases.close()
                 return
-            future = self._pool.submit(self._tier_up, executable, leases, store)
+            future = self._pool.submit(self._tier_up, executable, leases, store, start)
             self._pending[id(executable)] = future
         future.add_done_callback(lambda _: self._forget(executable))
 
@@ -71,10 +74,6 @@ class TierUp:
             with contextlib.suppress(concurrent.futures.TimeoutError):
                 future.result(timeout=POLL_S)
 
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._pending)
-
     def close(self) -> None:
         """At shutdown: drops the queued tier-ups (their leases go with the tiers' close) and lets the running one
         end, which no one can interrupt."""
@@ -86,7 +85,9 @@ class TierUp:
         with self._lock:
             self._pending.pop(id(executable), None)
 
-    def _tier_up(self, executable: Executable, leases: contextlib.ExitStack, store: Callable[[bytes], None]) -> None:
+    def _tier_up(self, executable: Executable, leases: contextlib.ExitStack, store: Callable[[bytes], None],
+                 start: threading.Event) -> None:
+        start.wait()
         stage_ms = {}
         with leases, metrics.compiling(executable.device.name, stage_ms):
             start = time.perf_counter()
