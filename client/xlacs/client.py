@@ -63,7 +63,8 @@ class Executable:
         self.stage_ms = dict(response.stage_ms)
         self.cache = response.cache
         # "quick" when the daemon answered a tiered compile before its optimized program (wait_optimized), else
-        # "optimized"; as of the Compile (Client.executable_info tells now).
+        # "optimized", as of the Compile (Client.executable_info tells now); "" for feeds of unknown dims, whose
+        # buckets compile at the Executes that first need them.
         self.tier = response.tier
         self.passes = list(response.passes)
         self.graph_dumps = {d.name: d.pbtxt for d in response.graph_dumps}
@@ -136,9 +137,11 @@ class Executable:
         return self.id
 
     def wait_optimized(self) -> None:
-        """Returns once the daemon runs this executable's optimized program (`tier` is then "optimized"): a cold
-        compile of a large program answers with a program compiled with quick options first (docs/performance.md,
-        Tiered compilation). Asks by digest, as a recompile does: a daemon that lost the id compiles it again."""
+        """Returns once the daemon runs this executable's optimized program (`tier` is then "optimized"; it stays
+        "quick" only if the daemon's optimizing compile failed, which its log says): a cold compile of a large
+        program answers with a program compiled with quick options first (docs/performance.md, Tiered
+        compilation). Asks by digest, as a recompile does: a daemon that lost the id compiles it again. With
+        feeds of unknown dims, the id becomes one whose buckets compile optimized at once."""
         request = xlacs_pb2.CompileRequest()
         request.CopyFrom(self._request)
         request.wait_optimized = True

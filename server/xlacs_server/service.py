@@ -76,6 +76,7 @@ class CompileResult:
     loaded: LoadedExecutable
     cache: str  # "miss" or the tier that hit
     stage_ms: dict[str, float]
+    tier: str = ""  # the program it answered with (execute/executable.py's QUICK or OPTIMIZED)
 
 
 def no_checkpoint(stage: str) -> None:
@@ -210,11 +211,13 @@ class CompilationService:
         watch = Stopwatch(checkpoint, slot)
         try:
             result = self._compile_spec(spec, watch)
+            result.tier = result.loaded.executable.tier  # what it answers with: its tier-up starts below
         finally:
             watch.answered.set()
         if spec.wait_optimized:
             with watch.stage("tier_up"):
                 self.tier_up.wait(result.loaded.executable, watch.checkpoint)
+            result.tier = result.loaded.executable.tier
         return result
 
     def _compile_spec(self, spec: CompileSpec, watch: Stopwatch) -> CompileResult:
@@ -455,10 +458,11 @@ class CompilationService:
                     executable.serialized = None  # runs in the daemon: no worker will load it
                 with watch.stage("store"):
                     if hit is None and executable.tier == QUICK:  # the shared tiers get the optimized one
-                        self.tiers.l1.put(executable, serialized)
+                        # Queued before L1 has it, so that a call that finds it there can wait for its tier-up.
                         self.tier_up.submit(executable, found.keep(), lambda optimized: self.tiers.put(executable,
                                                                                                        optimized),
                                             start=watch.answered)
+                        self.tiers.l1.put(executable, serialized)
                     else:
                         self.tiers.put(executable, serialized, hit)
             return executable, hit.tier if hit else "miss"
@@ -469,9 +473,10 @@ class CompilationService:
             with watch.stage("passes"):
                 graph, records = run_pipeline(graph, self._dumper(key))
             watch.checkpoint("lower")
+            # A call that waits for the optimized program compiles it at once, not a quick one first.
+            min_ops = 0 if spec.wait_optimized else self.settings.tiered_min_ops
             program = compile_graph(graph, device, watch.checkpoint, self.xla_options, functools.partial(
-                tier_up.tiered, platform=device.platform, min_ops=self.settings.tiered_min_ops,
-                isolated=self._isolates))
+                tier_up.tiered, platform=device.platform, min_ops=min_ops, isolated=self._isolates))
             watch.ms["lower"] = program.lower_ms
             watch.ms["compile"] = program.compile_ms
         self.counters.add(compiles=1)

@@ -39,7 +39,7 @@ def test_compile_wait_optimized_answers_with_the_optimized_program(server, tmp_p
     args = ("compile", str(path), "--feed", f"{feed}=float32[{','.join(map(str, shape))}]", "--fetch",
             graph.frozen.fetches[0])
     record = json.loads(xlacs(*args, "--wait-optimized", server=server).stdout)
-    assert (record["cache"], record["tier"]) == ("miss", "optimized") and record["stage_ms"]["tier_up"] > 0
+    assert (record["cache"], record["tier"]) == ("miss", "optimized") and "tier_up" in record["stage_ms"]
 
 
 def test_compile_json_reports_cache_tier_and_stages(server, add_pb):

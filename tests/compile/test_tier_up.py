@@ -22,7 +22,7 @@ def run_tf(graph: Graph, x: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture
-def tiered(tmp_path):
+def tiered():
     running = RunningServer(Settings(cache_dir="", tiered_min_ops=100))
     yield running
     running.stop()
@@ -49,7 +49,7 @@ def test_a_cold_compile_answers_with_the_quick_program_and_the_optimized_one_rep
     assert l1.stats.bytes == sum(e.size_bytes for e in l1.values())  # re-counted after the swap
 
 
-def test_a_small_program_and_a_daemon_with_tiering_off_compile_optimized_at_once(tmp_path):
+def test_a_small_program_and_a_daemon_with_tiering_off_compile_optimized_at_once():
     # SMALL's program is under the default's 500 ops; tiering off leaves any program alone.
     for settings, layers in ((Settings(cache_dir=""), SMALL), (Settings(cache_dir="", tiered_min_ops=0), LAYERS)):
         running = RunningServer(settings)
@@ -60,6 +60,16 @@ def test_a_small_program_and_a_daemon_with_tiering_off_compile_optimized_at_once
                 assert "optimize" not in client.executable_info(executable.id).stage_ms
         finally:
             running.stop()
+
+
+def test_a_cold_compile_that_waits_for_the_optimized_program_compiles_it_at_once(tiered):
+    graph = deep_graph(8)
+    with Client(tiered.address, timeout=600) as client:
+        executable = client.compile(graph.frozen.graph_def, graph.frozen.feeds, graph.frozen.fetches,
+                                    name=graph.name, wait_optimized=True)
+        assert (executable.cache, executable.tier) == ("miss", "optimized")
+        assert "optimize" not in client.executable_info(executable.id).stage_ms  # no quick program first
+        assert client.stats().compiles == 1
 
 
 def test_the_shared_tier_gets_the_optimized_program_and_a_replica_waits_for_it(redis_server):

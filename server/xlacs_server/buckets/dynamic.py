@@ -78,7 +78,9 @@ class DynamicExecutables:
         digest = spec.graph_digest or digest_of(spec.graph_def)
         dynamic_id = cache_key([("graph_digest", str(digest)), ("feeds", repr(spec.feeds)),
                                 ("fetches", repr(spec.fetches)), ("bucket_sizes", repr(sizes)),
-                                ("device", device.name), ("graph_name", spec.graph_name)])
+                                ("device", device.name), ("graph_name", spec.graph_name),
+                                # its buckets compile as the Compile asked: optimized at once, or tiered
+                                *([("wait_optimized", "true")] if spec.wait_optimized else [])])
         with self._lock:
             known = self._known.get(dynamic_id)
             if known is not None:

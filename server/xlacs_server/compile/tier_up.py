@@ -65,14 +65,14 @@ class TierUp:
         future.add_done_callback(lambda _: self._forget(executable))
 
     def wait(self, executable: Executable, checkpoint: Callable[[str], None]) -> None:
-        """Returns once `executable` runs its optimized program, or its optimizing compile failed (it then keeps
-        the quick one); `checkpoint(stage)` may raise to stop the wait."""
+        """Returns once `executable`'s tier-up has ended: it runs its optimized program, unless the optimizing
+        compile failed (logged; it keeps the quick one) or the daemon is shutting down. `checkpoint(stage)` may
+        raise to stop the wait."""
         with self._lock:
             future = self._pending.get(id(executable))
         while future is not None and not future.done():
             checkpoint("the optimized program")
-            with contextlib.suppress(concurrent.futures.TimeoutError):
-                future.result(timeout=POLL_S)
+            concurrent.futures.wait([future], timeout=POLL_S)
 
     def close(self) -> None:
         """At shutdown: drops the queued tier-ups (their leases go with the tiers' close) and lets the running one
@@ -90,19 +90,23 @@ class TierUp:
         start.wait()
         stage_ms = {}
         with leases, metrics.compiling(executable.device.name, stage_ms):
-            start = time.perf_counter()
+            if self._closed:  # the tiers have released the leases at shutdown: another replica may compile it
+                return
+            began = time.perf_counter()
             try:
                 program = executable.optimize()
+                serialized = program.serialize()
             except Exception:  # XLA raises its runtime error type; the quick program keeps serving
                 log.exception("the optimizing compile of %s failed; it keeps running its quick program, and no "
                               "cache tier but L1 holds it", executable.key)
+                executable.optimize = None  # frees the lowered module; the dashboard still shows "quick"
                 return
-            stage_ms["optimize"] = (time.perf_counter() - start) * 1e3
-            serialized = program.serialize()
+            stage_ms["optimize"] = (time.perf_counter() - began) * 1e3
             prepare = len(executable.prepare.serialized) if executable.prepare else 0
             executable.compiled, executable.optimize = program, None
             executable.stage_ms["optimize"] = stage_ms["optimize"]
             executable.size_bytes, executable.tier = len(serialized) + prepare, OPTIMIZED
-            store(serialized)
+            if not self._closed:
+                store(serialized)  # each tier counts and logs its own failures
         log.info("tiered up %s on %s: its optimized program compiled in %.0f ms", executable.key,
                  executable.device.name, stage_ms["optimize"])

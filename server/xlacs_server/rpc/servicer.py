@@ -8,6 +8,7 @@ from xlacs_server.buckets.dynamic import has_unknown_dims
 from xlacs_server.cache.blobs import checked_digest
 from xlacs_server.errors import InvalidRequest, LimitExceeded
 from xlacs_server.execute.download import download
+from xlacs_server.execute.executable import QUICK
 from xlacs_server.lower import registry
 from xlacs_server.rpc import execute_io, execute_wire
 from xlacs_server.rpc.limits import Gates
@@ -53,7 +54,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             self.service.dump_passes(spec) if request.dump_graphs else []))
         return xlacs_pb2.CompileResponse(executable_id=result.loaded.id, signature=_signature(result.loaded),
                                          stage_ms=result.stage_ms, cache=result.cache,
-                                         passes=result.loaded.executable.passes, tier=result.loaded.executable.tier,
+                                         passes=result.loaded.executable.passes, tier=result.tier,
                                          graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
     def Execute(self, received, context):
@@ -125,8 +126,9 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
             raise LimitExceeded(f"DownloadExecutable names {len(request.have)} blobs in have", "max_graph_nodes", limit)
         have = {checked_digest(d, f"have[{i}]") for i, d in enumerate(request.have)}
         loaded = self.service.loaded(request.executable_id)
-        # The optimized program, not a tiered compile's quick one: admitted as a Compile, which it waits for.
-        self.gates.compile.run(context, lambda call: self.service.tier_up.wait(loaded.executable, call.checkpoint))
+        if loaded.executable.tier == QUICK:  # the optimized program, admitted as a Compile that waits for it
+            self.gates.compile.run(context, lambda call: self.service.tier_up.wait(loaded.executable,
+                                                                                   call.checkpoint))
         yield from download(loaded, _signature(loaded), have)
 
     def GetExecutable(self, request, context):
