@@ -459,8 +459,7 @@ class CompilationService:
                 with watch.stage("store"):
                     if hit is None and executable.tier == QUICK:  # the shared tiers get the optimized one
                         # Queued before L1 has it, so that a call that finds it there can wait for its tier-up.
-                        self.tier_up.submit(executable, found.keep(), lambda optimized: self.tiers.put(executable,
-                                                                                                       optimized),
+                        self.tier_up.submit(executable, found.keep(), functools.partial(self.tiers.put, executable),
                                             start=watch.answered)
                         self.tiers.l1.put(executable, serialized)
                     else:

@@ -65,8 +65,9 @@ def dense_graph(rows: int = 4) -> Graph:
 LAYERS, SMALL = 60, 10
 
 
-def deep_graph(seed: int, layers: int = LAYERS) -> Graph:
-    """A stack of dense layers, each with its own weights and activation (~14.5 StableHLO ops a layer)."""
+def deep_graph(seed: int, layers: int = LAYERS, batch: int | None = 4) -> Graph:
+    """A stack of dense layers, each with its own weights and activation (~14.5 StableHLO ops a layer); a batch of
+    None is known only at Execute."""
     rng = np.random.default_rng(seed)
     weights = [tf.constant(rng.standard_normal((32, 32)).astype(np.float32) / 6) for _ in range(layers)]
 
@@ -75,7 +76,7 @@ def deep_graph(seed: int, layers: int = LAYERS) -> Graph:
             y = tf.matmul(x, w) + 0.1 * i
             x = tf.tanh(y) * tf.sigmoid(y) + x if i % 2 else tf.nn.relu(y) - 0.5 * tf.exp(-tf.abs(y))
         return x
-    return Graph(freeze(tf.function(deep), tf.TensorSpec((4, 32), tf.float32)), "deep")
+    return Graph(freeze(tf.function(deep), tf.TensorSpec((batch, 32), tf.float32)), "deep")
 
 
 class ServeProcess(DaemonProcess):

@@ -77,7 +77,8 @@ class Tiers(Sequence[Tier]):
     def lookup(self, key: str, device: DeviceRef, checkpoint: Callable[[str], None]) -> Iterator[Hit | Miss]:
         """After get() missed, with the key's in-process lock held: yields the executable of the fastest tier that
         has it, or a Miss: then this process holds the key's lease in every tier until the block ends (or, after
-        Miss.keep(), until what that returns is closed), and should compile and put() it. Processes that find a lease taken wait for it to go, then load what its holder
+        Miss.keep(), until what that returns is closed), and should compile and put() it. Processes that find a
+        lease taken wait for it to go, then load what its holder
         stored; if it stored nothing, one of them takes the lease. `checkpoint(stage)` raises to stop a wait
         (the client cancelled, or its deadline passed).
 

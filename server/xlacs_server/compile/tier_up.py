@@ -33,7 +33,7 @@ def tiered(stablehlo: str, *, platform: str, min_ops: int, isolated: Callable[[s
     """Whether a per-call program compiles tiered: on a platform of TIERED_PLATFORMS, with at least `min_ops` ops
     (0: never), and run in the daemon (`isolated` programs are loaded by execution workers from their serialized
     form, which a tier-up would leave stale)."""
-    return (0 < min_ops <= op_count(stablehlo) and platform in TIERED_PLATFORMS and not isolated(stablehlo))
+    return 0 < min_ops <= op_count(stablehlo) and platform in TIERED_PLATFORMS and not isolated(stablehlo)
 
 
 def op_count(stablehlo: str) -> int:
