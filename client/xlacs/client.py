@@ -26,7 +26,17 @@ VARIABLE_PREFIX = "variables/"  # the inputs of an unfrozen graph's resource var
 # A target that resolves to several replicas (dns:/// of a headless Service or a compose service): each
 # channel connects to one of them at random and keeps it, so that clients spread over the replicas and a
 # client's Compile and Executes reach the same one.
-SERVICE_CONFIG = json.dumps({"loadBalancingConfig": [{"pick_first": {"shuffleAddressList": True}}]})
+# The calls that are safe to repeat are tried again on UNAVAILABLE (a replica that went away, a load balancer with
+# no replica ready yet), up to 4 attempts within about 3 s: they create nothing on the daemon that a second
+# attempt would duplicate (a Compile is keyed by its graph; blobs by their digest). Execute is tried again by
+# Executable.execute itself, only when it is a plain call (no state, nothing kept or shared on one replica).
+RETRIED_METHODS = ("Compile", "CheckGraph", "ListOps", "GetStats", "GetExecutable", "FindMissingBlobs",
+                   "UploadBlobs", "DownloadExecutable")
+SERVICE_CONFIG = json.dumps({
+    "loadBalancingConfig": [{"pick_first": {"shuffleAddressList": True}}],
+    "methodConfig": [{"name": [{"service": "xlacs.v1.Compiler", "method": m} for m in RETRIED_METHODS],
+                      "retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.25s", "maxBackoff": "2s",
+                                      "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]})
 
 
 def _feed_spec(name: str, dtype, shape) -> xlacs_pb2.TensorSpec:
@@ -110,16 +120,28 @@ class Executable:
                     resident.fill_input(tensor, name, a)
             except dtypes.UnsupportedDType as e:
                 raise dtypes.UnsupportedDType(f"input {name!r} has {e}") from None
-        try:
-            response = self._client.stub.Execute(request, timeout=self._client.timeout)
-        except grpc.RpcError as e:
-            # Not for a resident tensor or a state the daemon lacks: compiling again would not bring them back.
-            if e.code() != grpc.StatusCode.NOT_FOUND or error_details(e).reason in ("UNKNOWN_HANDLE", "UNKNOWN_STATE"):
-                raise
-            request.executable_id = self._recompiled()
-            response = self._client.stub.Execute(request, timeout=self._client.timeout)
+        # A plain call holds nothing of one replica's: on UNAVAILABLE it is sent again, wherever the channel goes now.
+        plain = state is None and not keep and not shared and all(isinstance(a, np.ndarray) for a in inputs.values())
+        response = self._execute(request, retry_unavailable=plain)
         return [out[t.name] if t.HasField("shared_memory") else resident.output(self._client, t)
                 for t in response.outputs]
+
+    def _execute(self, request: xlacs_pb2.ExecuteRequest, retry_unavailable: bool) -> xlacs_pb2.ExecuteResponse:
+        """The Execute's answer; compiled again where the daemon lacks the id, and sent once more on UNAVAILABLE
+        when `retry_unavailable`."""
+        recompiled = False
+        while True:
+            try:
+                return self._client.stub.Execute(request, timeout=self._client.timeout)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.UNAVAILABLE and retry_unavailable:
+                    retry_unavailable = False
+                    continue
+                # Not for a resident tensor or a state the daemon lacks: compiling again would not bring them back.
+                if recompiled or e.code() != grpc.StatusCode.NOT_FOUND or \
+                        error_details(e).reason in ("UNKNOWN_HANDLE", "UNKNOWN_STATE"):
+                    raise
+                request.executable_id, recompiled = self._recompiled(), True
 
     def _streamed(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs of an ExecuteStream call (xlacs.streaming), compiled again where the daemon lacks the id."""
@@ -177,6 +199,9 @@ class Client:
                  credentials: grpc.ChannelCredentials | None = None, token: str | None = None):
         options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.service_config", SERVICE_CONFIG),
+                   # A connection of its own: gRPC would otherwise share one between the channels of a process
+                   # that have the same target and options, and a load balancer would then see one client.
+                   ("grpc.use_local_subchannel_pool", 1),
                    *streaming.CHANNEL_OPTIONS]
         self.channel = (grpc.secure_channel(target, credentials, options) if credentials
                         else grpc.insecure_channel(target, options))

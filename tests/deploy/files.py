@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILES = {"cpu": DEPLOY / "docker" / "Dockerfile.cpu", "gpu": DEPLOY / "docker" / "Dockerfile.gpu"}
-ENVOY = DEPLOY / "envoy" / "envoy.yaml"
+HAPROXY = DEPLOY / "haproxy" / "haproxy.cfg"
 K8S = DEPLOY / "k8s"
 README = DEPLOY / "README.md"
 
@@ -96,3 +96,20 @@ def readme_names() -> set[str]:
     """Everything deploy/README.md puts in backticks: the variables and files it documents."""
     quoted = re.findall(r"`([^`\n]+)`", README.read_text())
     return set(quoted) | {q.split("=", 1)[0] for q in quoted}
+
+
+def haproxy() -> dict[str, list[str]]:
+    """deploy/haproxy/haproxy.cfg by section ("global", "defaults", "frontend grpc_cpu", ...): its lines, stripped,
+    without comments."""
+    sections: dict[str, list[str]] = {}
+    current = ""
+    for raw in HAPROXY.read_text().splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        if not line:
+            continue
+        if line[0].isspace():
+            sections[current].append(line.strip())
+        else:
+            current = line.strip()
+            sections[current] = []
+    return sections

@@ -1,9 +1,7 @@
-"""The compose file, Dockerfiles, Envoy config and manifests parse, validate, and name only what the project has."""
+"""The compose file, Dockerfiles, HAProxy config and manifests parse, validate, and name only what the project has."""
 import dataclasses
 import fnmatch
-import importlib
 import pathlib
-import pkgutil
 import re
 import shutil
 import subprocess
@@ -14,8 +12,6 @@ import zipfile
 import httpx
 import kubernetes_validate
 import pytest
-import yaml
-from google.protobuf import json_format
 
 from tests.deploy import files
 from xlacs.cli import COMPILER_SERVICE, build_parser
@@ -164,57 +160,52 @@ def test_compose_mounts_the_model_repository_where_the_setting_points():
             assert volume.split(":")[1:] == ["/models", "ro"]
 
 
-def test_compose_load_balancer_publishes_the_envoy_listeners_and_waits_for_health():
+def test_compose_load_balancer_publishes_the_haproxy_frontends_and_waits_for_health():
     lb = files.compose()["services"]["lb"]
-    listeners = {l["address"]["socket_address"]["port_value"] for l in envoy()["static_resources"]["listeners"]}
-    assert {int(p.rsplit(":", 1)[1]) for p in lb["ports"]} == listeners
+    binds = {int(line.split()[1].rsplit(":", 1)[1]) for name, lines in files.haproxy().items()
+             if name.startswith("frontend ") for line in lines if line.startswith("bind ")}
+    assert {int(p.rsplit(":", 1)[1]) for p in lb["ports"]} == binds
+    assert all(p.startswith("0.0.0.0:") for p in lb["ports"])  # LB_ADDRESS's default: every interface
     mount = lb["volumes"][0].split(":")
-    assert (files.ROOT / mount[0]).resolve() == files.ENVOY and mount[1] == lb["command"][2]
+    assert (files.ROOT / mount[0]).resolve() == files.HAPROXY and mount[1] == lb["command"][-1]
     assert lb["depends_on"]["xlacs"] == {"condition": "service_healthy"}
     assert lb["depends_on"]["xlacs-gpu"] == {"condition": "service_healthy", "required": False}
 
 
-# ---- Envoy
+# ---- HAProxy
 
 
-def envoy() -> dict:
-    return yaml.safe_load(files.ENVOY.read_text())
+def backends() -> dict[str, list[str]]:
+    return {name.split()[1]: lines for name, lines in files.haproxy().items() if name.startswith("backend ")}
 
 
-def test_envoy_config_parses_as_envoys_bootstrap_proto():
-    """Every field name, enum value and typed_config is checked against Envoy's API (xds-protos)."""
-    from envoy.config.bootstrap.v3 import bootstrap_pb2
-    config = envoy()
-    for type_url in re.findall(r"'@type': 'type\.googleapis\.com/([\w.]+)'", str(config)):
-        package = importlib.import_module(type_url.rsplit(".", 1)[0])  # registers the typed_config's message
-        for module in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package.__name__}.{module.name}")
-    bootstrap = json_format.ParseDict(config, bootstrap_pb2.Bootstrap())
-    assert len(bootstrap.static_resources.listeners) == 4
-
-
-def test_envoy_sends_each_listener_to_a_cluster_of_compose_replicas_on_the_default_ports():
-    config = envoy()["static_resources"]
-    clusters = {c["name"]: c for c in config["clusters"]}
-    services = files.compose()["services"]
+def test_haproxy_sends_each_frontend_to_the_compose_replicas_on_the_default_ports():
+    """gRPC by connection (a client's channel stays on one replica, which holds its executables), HTTP by request."""
+    config, services = files.haproxy(), files.compose()["services"]
     port = {"grpc": DEFAULTS.port, "http": DEFAULTS.http_port}
-    for listener in config["listeners"]:
-        (proxy,) = listener["filter_chains"][0]["filters"]
-        cluster = clusters[proxy["typed_config"]["cluster"]]
-        (endpoint,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
-        address = endpoint["endpoint"]["address"]["socket_address"]
-        assert address["address"] in XLACS_SERVICES and address["address"] in services
-        assert address["port_value"] == port[cluster["name"].rsplit("_", 1)[1]]
-        assert cluster["type"] == "STRICT_DNS"  # every replica that Docker's DNS names
+    for name, lines in config.items():
+        if not name.startswith("frontend "):
+            continue
+        (backend,) = [line.split()[1] for line in lines if line.startswith("default_backend ")]
+        kind = backend.rsplit("_", 1)[1]
+        assert f"mode {'tcp' if kind == 'grpc' else 'http'}" in lines and f"mode {'tcp' if kind == 'grpc' else 'http'}" in backends()[backend]
+        (template,) = [line.split() for line in backends()[backend] if line.startswith("server-template ")]
+        service, target_port = template[3].split(":")
+        assert service in XLACS_SERVICES and service in services and int(target_port) == port[kind]
+        assert int(template[2]) >= 8  # slots for `--scale xlacs=N`, filled from Docker's DNS
 
 
-def test_envoy_checks_every_replica_by_the_protocols_readiness_on_its_http_port(dashboard):
-    for cluster in envoy()["static_resources"]["clusters"]:
-        (check,) = cluster["health_checks"]
-        assert_probe_answers(dashboard, check["http_health_check"]["path"], READY)
-        (endpoint,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
-        checked = endpoint["endpoint"].get("health_check_config", {}).get("port_value")
-        assert (checked or endpoint["endpoint"]["address"]["socket_address"]["port_value"]) == DEFAULTS.http_port
+def test_haproxy_checks_every_replica_by_the_protocols_readiness_on_its_http_port(dashboard):
+    config = files.haproxy()
+    (defaults,) = [line.split() for line in config["defaults"] if line.startswith("default-server ")]
+    assert defaults[defaults.index("port") + 1] == str(DEFAULTS.http_port) and "check" in defaults
+    assert defaults[defaults.index("resolvers") + 1] == "docker" and config["resolvers docker"][0].split()[-1] == \
+        "127.0.0.11:53"  # Docker's DNS on a compose network
+    for name, lines in backends().items():
+        assert "option httpchk" in lines and "http-check expect status 200" in lines, name
+        (send,) = [line.split() for line in lines if line.startswith("http-check send ")]
+        assert send[send.index("meth") + 1] == "GET"
+        assert_probe_answers(dashboard, send[send.index("uri") + 1], READY)
 
 
 # ---- Dockerfiles and .dockerignore

@@ -1,0 +1,214 @@
+"""Replicas of the compose stack sharing one Redis: a new replica is served from Redis, a killed one costs clients
+nothing but a retry and leaves the load balancer within its health checks, a stopped one drains, and a Redis
+restart under load fails no call."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.oracle import assert_close
+from xlacs.freeze import freeze
+from tests.stack.conftest import docker
+
+CLIENTS = 8
+LOAD_S = 20  # each phase of load: long enough to span a kill or a restart and the failover after it
+HEALTH_INTERVAL_S, HEALTH_FALL = 2, 2  # deploy/haproxy/haproxy.cfg: inter 2s fall 2, timeout check 3s
+
+
+@dataclasses.dataclass
+class Workload:
+    """A small CNN (compiles in about a second), its input and TensorFlow's output."""
+    graph_def: bytes
+    feeds: dict
+    fetches: list
+    x: np.ndarray
+    want: np.ndarray
+
+    def compile(self, client, **kwargs):
+        return client.compile(self.graph_def, self.feeds, self.fetches, **kwargs)
+
+    def check(self, got: np.ndarray) -> None:
+        assert_close(got, self.want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(self.want).max())))
+
+
+def cnn_workload(batch: int = 2, size: int = 32, seed: int = 4) -> Workload:
+    rng = np.random.default_rng(seed)
+    kernels = [tf.constant(rng.normal(0, 0.3, shape).astype(np.float32))
+               for shape in ((3, 3, 3, 16), (3, 3, 16, 32), (3, 3, 32, 32))]
+    dense = tf.constant(rng.normal(0, 0.2, (32, 10)).astype(np.float32))
+
+    @tf.function
+    def cnn(x):
+        for kernel in kernels:
+            x = tf.nn.relu(tf.nn.conv2d(x, kernel, strides=1, padding="SAME"))
+            x = tf.nn.max_pool2d(x, 2, 2, "VALID")
+        return tf.matmul(tf.reduce_mean(x, axis=[1, 2]), dense)
+    x = rng.uniform(-1, 1, (batch, size, size, 3)).astype(np.float32)
+    frozen = freeze(cnn, tf.TensorSpec(x.shape, tf.float32))
+    return Workload(frozen.graph_def, frozen.feeds, frozen.fetches, x, cnn(x).numpy())
+
+
+@pytest.fixture(scope="module")
+def workload() -> Workload:
+    return cnn_workload()
+
+
+class Load:
+    """CLIENTS threads, each with a Client of its own through the load balancer, compiling and executing the
+    workload until stopped (bounded by a count of calls). A call that raises is recorded with its status code and
+    tried once more; `wrong` holds every answer that differed from TensorFlow's."""
+
+    def __init__(self, stack, workload: Workload):
+        self.stack, self.workload = stack, workload
+        self.stop = threading.Event()
+        self.ok, self.failed, self.retried_ok, self.wrong = 0, [], 0, []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run) for _ in range(CLIENTS)]
+
+    def call(self, client) -> None:
+        executable = self.workload.compile(client)
+        (got,) = executable(self.workload.x)
+        try:
+            self.workload.check(got)
+        except AssertionError as e:
+            self.wrong.append(str(e))
+
+    def run(self) -> None:
+        with self.stack.client(timeout=120) as client:
+            for _ in range(2000):
+                if self.stop.is_set():
+                    return
+                try:
+                    self.call(client)
+                    with self.lock:
+                        self.ok += 1
+                except grpc.RpcError as e:
+                    with self.lock:
+                        self.failed.append(f"{e.code().name}: {e.details()} ({time.monotonic() - self.started:.1f} s "
+                                           f"into the load)")
+                    self.call(client)  # raises, and fails the test through `errors`, if the retry fails too
+                    with self.lock:
+                        self.retried_ok += 1
+
+    def __enter__(self) -> "Load":
+        self.started = time.monotonic()
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=300)
+        assert not [t for t in self.threads if t.is_alive()], "a client thread did not end"
+
+    def assert_served(self, minimum: int) -> None:
+        assert not self.wrong, self.wrong[:3]
+        assert self.ok >= minimum, (self.ok, self.failed)
+        assert all(f.startswith("UNAVAILABLE") for f in self.failed), self.failed
+        assert self.retried_ok == len(self.failed), (self.retried_ok, self.failed)
+
+
+def stats_of(stack, container: str):
+    with stack.client(stack.address(container)) as client:
+        return client.stats()
+
+
+def test_a_third_replica_answers_the_same_compile_from_redis_without_compiling(stack, workload):
+    with stack.client() as client:
+        workload.compile(client)  # through the load balancer: compiled once, stored in Redis
+    stack.report["scale_to_3_healthy_s"] = round(stack.scale(3), 1)
+    third = stack.containers("xlacs")[-1]
+    with stack.client(stack.address(third)) as client:
+        executable = workload.compile(client)
+        (got,) = executable(workload.x)
+        assert executable.cache == "l2" and client.stats().compiles == 0
+    workload.check(got)
+
+
+def down_seconds(stack, address: str, killed_at: float, timeout: float = 60) -> float:
+    """Seconds from the kill until the load balancer logged the killed replica's gRPC server down."""
+    pattern = re.compile(r"Server xlacs_grpc/(xlacs\d+) (?:is|is going) DOWN")  # by its checks, or out of the DNS
+    slots = {m[1] for m in re.finditer(r"xlacs_grpc/(xlacs\d+) changed its IP from \S+ to " +
+                                       re.escape(address.split(":")[0]) + r"\b", stack.lb_log())}
+    assert slots, f"the load balancer never resolved {address}"
+    while time.monotonic() - killed_at < timeout:
+        if any(m[1] in slots for m in pattern.finditer(stack.lb_log())):
+            return time.monotonic() - killed_at
+        time.sleep(0.2)
+    raise AssertionError(f"the load balancer still sends to {address} {timeout} s after the kill:\n{stack.lb_log()}")
+
+
+def test_a_replica_killed_under_load_fails_no_call_that_a_retry_does_not_serve(stack, workload):
+    stack.scale(3)
+    victim = stack.containers("xlacs")[0]
+    address = stack.address(victim)
+    with Load(stack, workload) as load:
+        time.sleep(LOAD_S / 2)
+        before = load.ok
+        docker("kill", victim)
+        killed_at = time.monotonic()
+        print(f"killed {killed_at - load.started:.1f} s into the load")
+        down_s = down_seconds(stack, address, killed_at)
+        time.sleep(LOAD_S / 2)
+        after_kill = load.ok - before
+    load.assert_served(minimum=CLIENTS)
+    assert after_kill >= CLIENTS, f"{after_kill} calls served after the kill"
+    # Two failed checks 2 s apart, each of at most 3 s: out within 8 s, a second of slack for the log.
+    assert down_s <= HEALTH_INTERVAL_S * HEALTH_FALL + 3 + 1, down_s
+    stack.report["kill"] = {"calls_ok": load.ok, "calls_failed_then_retried_ok": len(load.failed),
+                            "lb_marked_down_s": round(down_s, 1)}
+    docker("start", victim)
+    stack.wait_healthy("xlacs", 3)
+
+
+def test_a_replica_stopped_mid_execute_finishes_the_call_and_exits_0_within_the_grace(stack):
+    big = cnn_workload(batch=64, size=128, seed=5)  # an Execute of seconds on this machine
+    replica = stack.containers("xlacs")[-1]
+    grace_s = stack.inspect(replica)["Config"]["StopTimeout"]
+    assert grace_s == 45  # the compose file's stop_grace_period
+    with stack.client(stack.address(replica), timeout=300) as client:
+        executable = big.compile(client)
+        start = time.monotonic()
+        executable(big.x)
+        run_s = time.monotonic() - start
+        result = {}
+        call = threading.Thread(target=lambda: result.update(out=executable(big.x)[0]))
+        call.start()
+        time.sleep(min(0.5, run_s / 4))  # the call is in flight
+        stopped = time.monotonic()
+        docker("stop", replica, timeout=grace_s + 30)
+        stop_s = time.monotonic() - stopped
+        call.join(timeout=300)
+    big.check(result["out"])
+    state = stack.inspect(replica)["State"]
+    assert state["ExitCode"] == 0 and not state["OOMKilled"], state
+    assert stop_s < grace_s, stop_s
+    stack.report["drain"] = {"execute_s": round(run_s, 2), "stop_s": round(stop_s, 2)}
+    docker("start", replica)
+    stack.wait_healthy("xlacs", len(stack.containers("xlacs")))
+
+
+def test_a_redis_restart_under_load_fails_no_call_and_l2_comes_back(stack):
+    workload = cnn_workload(seed=6)
+    with Load(stack, workload) as load:
+        time.sleep(LOAD_S / 4)
+        stack.compose("restart", "redis", timeout=120)
+        stack.wait_healthy("redis", 1)
+        time.sleep(LOAD_S / 2)
+    load.assert_served(minimum=CLIENTS)
+    assert not load.failed, load.failed  # a Redis outage is the replicas' business, never a failed call
+    # After the restart Redis is empty: a new program compiles on one replica and another replica loads it from L2.
+    fresh = cnn_workload(seed=8)
+    first, second = stack.containers("xlacs")[:2]
+    with stack.client(stack.address(first)) as client:
+        assert fresh.compile(client).cache == "miss"
+    with stack.client(stack.address(second)) as client:
+        assert fresh.compile(client).cache == "l2"
