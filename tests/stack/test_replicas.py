@@ -205,8 +205,9 @@ def test_a_redis_restart_under_load_fails_no_call_and_l2_comes_back(stack):
         time.sleep(LOAD_S / 2)
     load.assert_served(minimum=CLIENTS)
     assert not load.failed, load.failed  # a Redis outage is the replicas' business, never a failed call
-    # After the restart Redis is empty: a new program compiles on one replica and another replica loads it from L2.
-    fresh = cnn_workload(seed=8)
+    # After the restart Redis is empty: a new program (weights are parameters: a new shape) compiles on one replica
+    # and another replica loads it from L2.
+    fresh = cnn_workload(size=24)
     first, second = stack.containers("xlacs")[:2]
     with stack.client(stack.address(first)) as client:
         assert fresh.compile(client).cache == "miss"
