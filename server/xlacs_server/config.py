@@ -5,6 +5,7 @@ import dataclasses
 import os
 
 GIB = 1 << 30
+_BOOLEANS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False, "": False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13,6 +14,9 @@ class Settings:
     port: int = 50051
     http_port: int = 8080
     devices: tuple[str, ...] = ()  # empty: every device PJRT offers
+    # Start only with a GPU (the GPU image sets it): without one, `xlacs serve` stops saying why, instead of serving
+    # on the CPU alone.
+    require_gpu: bool = False
     shutdown_grace_s: float = 30.0  # on SIGTERM, calls in flight get this long to finish, then are cancelled
     # gRPC threads; an RPC beyond them fails fast with RESOURCE_EXHAUSTED. The threads the gated calls below leave,
     # but one for health checks, are those of the infers waiting in dynamic batchers (rpc/limits.py, Gates): 49 by
@@ -122,6 +126,10 @@ class Settings:
 
 
 def _parse(field: dataclasses.Field, raw: str):
+    if field.type in ("bool", bool):
+        if raw.strip().lower() not in _BOOLEANS:
+            raise ValueError(f"XLACS_{field.name.upper()}={raw!r} is not one of {', '.join(_BOOLEANS)}")
+        return _BOOLEANS[raw.strip().lower()]
     if field.type in ("int", int):
         return int(raw)
     if field.type in ("float", float):

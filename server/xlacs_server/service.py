@@ -162,7 +162,7 @@ class Counters:
 class CompilationService:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.devices = Devices(enumerate_devices(settings.devices))
+        self.devices = Devices(enumerate_devices(settings.devices, settings.require_gpu))
         self.xla_options = xla_options.parse(settings.xla_options)
         xla_options.check_options(self.xla_options, [d.device for d in self.devices.all])
         self.tiers = open_tiers(settings)  # the cache, fastest first; each tier has .tier (its name) and .stats

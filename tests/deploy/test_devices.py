@@ -93,6 +93,32 @@ def test_serve_with_an_unusable_pin_exits_with_the_reason(devices, message):
     assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
+def test_require_gpu_comes_from_the_environment_as_a_boolean():
+    assert Settings.from_env({"XLACS_REQUIRE_GPU": "1"}).require_gpu is True
+    assert Settings.from_env({"XLACS_REQUIRE_GPU": "no"}).require_gpu is False
+    with pytest.raises(ValueError, match="XLACS_REQUIRE_GPU='maybe' is not one of"):
+        Settings.from_env({"XLACS_REQUIRE_GPU": "maybe"})
+
+
+def test_requiring_a_gpu_without_one_says_so_and_what_to_do():
+    if _has("gpu"):
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(DeviceUnavailable) as absent:
+        enumerate_devices(require_gpu=True)
+    assert str(absent.value).startswith("no GPU: ") and "XLACS_REQUIRE_GPU=0" in str(absent.value)
+
+
+def test_serve_requiring_a_gpu_without_one_exits_with_the_reason_and_no_traceback():
+    if _has("gpu"):
+        pytest.skip("this machine has a GPU")
+    env = process_environment({"XLACS_PORT": str(free_port()), "XLACS_HTTP_PORT": str(free_port()),
+                               "XLACS_CACHE_DIR": "", "XLACS_REQUIRE_GPU": "1"})
+    result = subprocess.run(["xlacs", "serve", "--server", "127.0.0.1:0"], env=env, capture_output=True, text=True,
+                            timeout=180)
+    assert result.returncode == 1
+    assert "xlacs serve: no GPU: " in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 def test_each_device_of_a_kind_runs_its_own_loaded_program(tmp_path):
     """Two CPU devices (XLA's host device count): a program is assigned to the device it was loaded on, so the
     second device loads the cached entry for itself (a disk hit, no compile) under an id that names it, and both

@@ -106,7 +106,7 @@ def docker(*args: str, timeout: float = 300) -> str:
     return done.stdout
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # down once tests/stack is done, not at the end of the whole suite
 def stack(tmp_path_factory) -> Stack:
     try:
         docker("info", timeout=30)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import jax
 
@@ -28,17 +29,46 @@ def canonical(name: str) -> str:
     return "%s:%d" % parse_name(name)
 
 
+class PluginErrors(logging.Filter):
+    """JAX's reasons for a PJRT plugin that failed to start (its CUDA plugin on a machine without a GPU), kept for
+    the daemon to say, with their tracebacks taken out of JAX's log line: the failure is expected, not a bug."""
+
+    def __init__(self):
+        super().__init__()
+        self.reasons: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.reasons.append(str(record.exc_info[1]))
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def _platform_devices(platform: str) -> list[jax.Device]:
     try:
         return jax.devices(platform)
-    except RuntimeError:  # the platform's PJRT plugin is not installed
+    except RuntimeError:  # the platform's PJRT plugin is not installed, or found no device
         return []
 
 
-def enumerate_devices(pinned: tuple[str, ...] = ()) -> list[DeviceRef]:
-    """Every CPU and GPU device PJRT offers, or only the pinned ones (which must exist), each once."""
-    found = [DeviceRef(f"{p}:{i}", p, d.device_kind, d) for p in ("cpu", "gpu")
-             for i, d in enumerate(_platform_devices(p))]
+def enumerate_devices(pinned: tuple[str, ...] = (), require_gpu: bool = False) -> list[DeviceRef]:
+    """Every CPU and GPU device PJRT offers, or only the pinned ones (which must exist), each once. With
+    `require_gpu`, at least one GPU must be present."""
+    plugin_errors = PluginErrors()
+    jax_log = logging.getLogger("jax._src.xla_bridge")
+    jax_log.addFilter(plugin_errors)
+    try:
+        found = [DeviceRef(f"{p}:{i}", p, d.device_kind, d) for p in ("cpu", "gpu")
+                 for i, d in enumerate(_platform_devices(p))]
+    finally:
+        jax_log.removeFilter(plugin_errors)
+    if require_gpu and not any(d.platform == "gpu" for d in found):
+        why = "; ".join(plugin_errors.reasons) or "PJRT offers no GPU device (is JAX's CUDA plugin installed?)"
+        raise DeviceUnavailable(
+            f"no GPU: {why}. This daemon serves GPUs only (require_gpu, XLACS_REQUIRE_GPU=1, which the GPU image "
+            "sets): run it on a host with the NVIDIA driver and give the container its GPUs (docker run --gpus all, "
+            "the compose service xlacs-gpu, the NVIDIA Container Toolkit), or set XLACS_REQUIRE_GPU=0 to serve on "
+            "the CPU")
     if not pinned:
         return found
     by_name = {d.name: d for d in found}
