@@ -258,7 +258,8 @@ def test_images_install_the_daemons_dependencies_and_the_gpu_extra_matches_jaxli
     server = PYPROJECT["project"]["dependencies"] + optional["server"]
     for kind, expected in (("cpu", server), ("gpu", server + [f"jax[cuda12]=={pin(optional['server'], 'jaxlib')}"])):
         (install,) = [v for v in files.dockerfile(kind).values("RUN") if "tomllib" in v]
-        printed = subprocess.run(["sh", "-c", install.split(" > ")[0]], capture_output=True, text=True,
+        printed = subprocess.run(["sh", "-c", install[install.index("python -c"):].split(" > ")[0]],
+                                 capture_output=True, text=True,
                                  cwd=files.ROOT, check=True).stdout.split()
         assert printed == expected
     assert optional["gpu"] == ["xlacs[server]", f"jax[cuda12]=={pin(optional['server'], 'jaxlib')}"]
