@@ -201,11 +201,12 @@ def test_haproxy_checks_every_replica_by_the_protocols_readiness_on_its_http_por
     assert defaults[defaults.index("port") + 1] == str(DEFAULTS.http_port) and "check" in defaults
     assert defaults[defaults.index("resolvers") + 1] == "docker" and config["resolvers docker"][0].split()[-1] == \
         "127.0.0.11:53"  # Docker's DNS on a compose network
-    for name, lines in backends().items():
-        assert "option httpchk" in lines and "http-check expect status 200" in lines, name
-        (send,) = [line.split() for line in lines if line.startswith("http-check send ")]
-        assert send[send.index("meth") + 1] == "GET"
-        assert_probe_answers(dashboard, send[send.index("uri") + 1], READY)
+    assert "option httpchk" in config["defaults"] and "http-check expect status 200" in config["defaults"]
+    (send,) = [line.split() for line in config["defaults"] if line.startswith("http-check send ")]
+    assert send[send.index("meth") + 1] == "GET"
+    assert_probe_answers(dashboard, send[send.index("uri") + 1], READY)
+    for name, lines in backends().items():  # none checks otherwise
+        assert not [line for line in lines if "check" in line.split()[0]], name
 
 
 # ---- Dockerfiles and .dockerignore

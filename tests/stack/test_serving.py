@@ -1,8 +1,11 @@
 """Through the load balancer of the compose stack: a cold compile of MobileNetV2 that runs as TensorFlow does, the
 dashboard and /metrics, and the mounted model repository over the Open Inference Protocol with tritonclient."""
+import subprocess
+
 import numpy as np
 import pytest
 
+from tests.deploy import files
 from tests.inference import tritonclient
 from tests.models.keras_models import frozen_keras
 from tests.oracle import assert_close
@@ -60,3 +63,11 @@ def test_the_mounted_model_repository_is_served_through_the_load_balancer_to_tri
     want = built.expected(inputs)[built.output]
     for transport in ("http", "grpc"):
         np.testing.assert_allclose(got[transport], want, rtol=1e-5, atol=1e-5, err_msg=transport)
+
+
+def test_the_load_balancer_reads_its_configuration_without_a_warning(stack):
+    lb = files.compose(stack.env)["services"]["lb"]
+    source, target, _ = lb["volumes"][0].split(":")
+    checked = subprocess.run(["docker", "run", "--rm", "--volume", f"{files.ROOT / source}:{target}:ro", lb["image"],
+                              "haproxy", "-c", "-f", target], capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0 and "WARNING" not in checked.stdout + checked.stderr, checked.stdout + checked.stderr
