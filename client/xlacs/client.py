@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 import grpc
 import numpy as np
@@ -21,6 +21,7 @@ from xlacs.states import State, create_state
 from xlacs.upload import UploadReport, compile_by_digest
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 
+T = TypeVar("T")
 MAX_MESSAGE_BYTES = 2 * 1024 ** 3 - 1
 VARIABLE_PREFIX = "variables/"  # the inputs of an unfrozen graph's resource variables
 # A target that resolves to several replicas (dns:/// of a headless Service or a compose service): each
@@ -122,17 +123,22 @@ class Executable:
                 raise dtypes.UnsupportedDType(f"input {name!r} has {e}") from None
         # A plain call holds nothing of one replica's: on UNAVAILABLE it is sent again, wherever the channel goes now.
         plain = state is None and not keep and not shared and all(isinstance(a, np.ndarray) for a in inputs.values())
-        response = self._execute(request, retry_unavailable=plain)
+
+        def send() -> xlacs_pb2.ExecuteResponse:
+            request.executable_id = self.id
+            return self._client.stub.Execute(request, timeout=self._client.timeout)
+        response = self._failover(send, retry_unavailable=plain)
         return [out[t.name] if t.HasField("shared_memory") else resident.output(self._client, t)
                 for t in response.outputs]
 
-    def _execute(self, request: xlacs_pb2.ExecuteRequest, retry_unavailable: bool) -> xlacs_pb2.ExecuteResponse:
-        """The Execute's answer; compiled again where the daemon lacks the id, and sent once more on UNAVAILABLE
-        when `retry_unavailable`."""
+    def _failover(self, call: Callable[[], T], retry_unavailable: bool) -> T:
+        """call()'s answer, call() naming this executable by self.id: where the daemon lacks the id (another replica,
+        or one that restarted), compiled again there and called once more; on UNAVAILABLE (the replica went away),
+        called once more when `retry_unavailable`."""
         recompiled = False
         while True:
             try:
-                return self._client.stub.Execute(request, timeout=self._client.timeout)
+                return call()
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.UNAVAILABLE and retry_unavailable:
                     retry_unavailable = False
@@ -141,22 +147,18 @@ class Executable:
                 if recompiled or e.code() != grpc.StatusCode.NOT_FOUND or \
                         error_details(e).reason in ("UNKNOWN_HANDLE", "UNKNOWN_STATE"):
                     raise
-                request.executable_id, recompiled = self._recompiled(), True
+                self._recompile()
+                recompiled = True
 
     def _streamed(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        """Outputs of an ExecuteStream call (xlacs.streaming), compiled again where the daemon lacks the id."""
-        try:
-            return streaming.execute(self._client.channel, self.id, inputs, self._client.timeout)
-        except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.NOT_FOUND:
-                raise
-            return streaming.execute(self._client.channel, self._recompiled(), inputs, self._client.timeout)
+        """Outputs of an ExecuteStream call (xlacs.streaming): a plain call, sent again as Execute is."""
+        return self._failover(lambda: streaming.execute(self._client.channel, self.id, inputs, self._client.timeout),
+                              retry_unavailable=True)
 
-    def _recompiled(self) -> str:
-        """The new id, after compiling again by digest on a daemon that does not know this one."""
+    def _recompile(self) -> None:
+        """Compiles again by digest, on a daemon that does not know this id, and takes the id it answers with."""
         response, _ = self._client._recompile(self._request, self._source)
         self.id = response.executable_id
-        return self.id
 
     def wait_optimized(self) -> None:
         """Returns once the daemon runs this executable's optimized program (`tier` is then "optimized"; it stays
@@ -183,13 +185,7 @@ class Executable:
         extra); where this process cannot run it, one that calls the daemon and says why (`runs`, `reason`).
         Weights downloaded before by this client are not sent again. A daemon that does not know the id
         compiles it again by digest first, as for execute."""
-        try:
-            return download(self, self._client.blob_memo)
-        except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.NOT_FOUND:
-                raise
-        self._recompiled()
-        return download(self, self._client.blob_memo)
+        return self._failover(lambda: download(self, self._client.blob_memo), retry_unavailable=False)
 
 
 class Client:
