@@ -129,12 +129,17 @@ def stack(tmp_path_factory) -> Stack:
     start = time.monotonic()
     running.compose("build", "xlacs", timeout=1800)
     running.report["cpu_image_build_s"] = round(time.monotonic() - start, 1)
-    start = time.monotonic()
-    running.compose("up", "-d", "--scale", f"xlacs={REPLICAS}", "--wait", "--wait-timeout", str(HEALTHY_TIMEOUT_S))
-    running.report["up_to_healthy_s"] = round(time.monotonic() - start, 1)
     keep = os.environ.get("XLACS_STACK_KEEP") == "1"
     try:
+        start = time.monotonic()
+        running.compose("up", "-d", "--scale", f"xlacs={REPLICAS}", "--wait", "--wait-timeout",
+                        str(HEALTHY_TIMEOUT_S))
+        running.report["up_to_healthy_s"] = round(time.monotonic() - start, 1)
         yield running
+    except Exception as e:
+        keep = False  # a stack that did not come up, or broke, is no use to probe
+        raise AssertionError(f"{e}\n--- the stack's last log lines:\n"
+                             f"{running.compose('logs', '--no-color', '--tail', '30')}") from e
     finally:
         REPORT.parent.mkdir(exist_ok=True)
         REPORT.write_text(json.dumps(running.report, indent=1) + "\n")
