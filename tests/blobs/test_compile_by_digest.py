@@ -202,6 +202,23 @@ def test_a_planted_directory_blob_or_link_is_a_miss(replica, graph, tmp_path):
     assert not link.exists() and not link.is_symlink()
 
 
+def test_a_directory_where_a_blob_file_goes_is_a_miss_and_removed(replica, graph, tmp_path):
+    _, first = replica(redis_url="", cache_dir=str(tmp_path))
+    upload(first, graph.blobs)
+    first.Compile(graph.request(with_manifest=True))
+    (taken, data) = list(graph.blobs.items())[1]
+    path = tmp_path / "blobs" / f"blob.{taken[0]}-{taken[1]}.xce"
+    path.unlink()
+    (path / "inside").mkdir(parents=True)
+    _, fresh = replica(redis_url="", cache_dir=str(tmp_path))
+    code, _, missing = failure(lambda: fresh.Compile(graph.request()))
+    assert code == grpc.StatusCode.NOT_FOUND and set(missing) == {taken}
+    disk = tiers(fresh.GetStats(xlacs_pb2.GetStatsRequest()))["disk"]
+    assert (disk.rejected, disk.errors) == (1, 0) and not path.exists()
+    upload(fresh, {taken: data})
+    assert fresh.Compile(graph.request()).cache == "disk" and path.read_bytes() == data
+
+
 def test_a_repeat_whose_binding_was_evicted_binds_again_from_the_tiers(replica, graph):
     _, stub = replica(max_loaded=1)
     other = two_layers(seed=9, second=2.0)

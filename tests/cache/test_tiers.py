@@ -1,6 +1,7 @@
 """The tiers against a real redis-server and a real directory: hits, misses, refused entries, limits, leases,
 and Redis failing under traffic (in-process services; tests/cache/test_replicas.py runs `xlacs serve`)."""
 import logging
+import os
 import threading
 import time
 
@@ -95,6 +96,28 @@ def test_refused_entries_are_misses_counted_apart_and_overwritten_by_the_recompi
     assert (l2.rejected, l2.misses, l2.hits, service.counters.compiles) == (1, 1, 0, 1)
     assert "refused the entry" in caplog.text
     assert graph.run(redis_service(redis_server))[0] == "l2"  # the recompile replaced it
+
+
+@pytest.mark.parametrize("damage", ["directory", "fifo"])
+def test_unreadable_directory_entries_are_misses_logged_once_and_replaced_by_the_recompile(tmp_path, damage, caplog):
+    graph = dense_graph()
+    graph.run(CompilationService(settings(cache_dir=str(tmp_path))))
+    (path,) = tmp_path.glob("*.xce")
+    blob = path.read_bytes()
+    path.unlink()
+    if damage == "directory":
+        (path / "inside").mkdir(parents=True)
+    elif damage == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_bytes(blob[:len(blob) // 2] if damage == "truncated" else blob[:-1] + bytes([blob[-1] ^ 1]))
+    service = CompilationService(settings(cache_dir=str(tmp_path)))
+    with caplog.at_level(logging.WARNING):
+        assert graph.run(service)[0] == "miss"
+    disk = tier(service, "disk")
+    assert (disk.rejected, disk.misses, disk.errors, service.counters.compiles) == (1, 1, 0, 1)
+    assert [(r.levelno, str(path) in r.getMessage()) for r in caplog.records] == [(logging.WARNING, True)]
+    assert path.is_file() and graph.run(CompilationService(settings(cache_dir=str(tmp_path))))[0] == "disk"
 
 
 def test_redis_without_a_secret_or_with_a_short_one_does_not_start(redis_server, tmp_path):

@@ -10,6 +10,7 @@ import logging
 import os
 import pathlib
 import secrets
+import shutil
 import stat
 import threading
 import time
@@ -73,37 +74,50 @@ class DiskStore:
     def _path(self, key: str) -> pathlib.Path:
         return self.directory / f"{key}{SUFFIX}"
 
+    def location(self, key: str) -> str:
+        """Where the key's entry is, for messages."""
+        return str(self._path(key))
+
     def get(self, key: str) -> bytes | None:
         """The entry's bytes; None if there is none; RejectedEntry if what is there is no entry file."""
+        path = self._path(key)
         try:
-            fd = os.open(self._path(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             return None
-        except OSError as e:  # ELOOP: a symbolic link
-            raise RejectedEntry("not_a_file", f"{self._path(key)} cannot be opened as a file: {e}") from None
-        with os.fdopen(fd, "rb") as f:
+        except OSError as e:  # ELOOP: a symbolic link; EACCES: not readable by this user
+            raise RejectedEntry("not_a_file", f"{path} cannot be opened as a file: {e}") from None
+        try:
+            # Checked before anything reads the descriptor: a directory opens, but os.fdopen refuses it.
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise RejectedEntry("not_a_file", f"{self._path(key)} is not a regular file")
+                raise RejectedEntry("not_a_file", f"{path} is not a regular file")
             if st.st_size > self.max_entry_bytes:
-                raise RejectedEntry("too_big", f"{self._path(key)} has {st.st_size} bytes, over "
+                raise RejectedEntry("too_big", f"{path} has {st.st_size} bytes, over "
                                                f"cache_max_entry_bytes={self.max_entry_bytes}")
             if self.ttl_s and time.time() - st.st_mtime > self.ttl_s:
-                self._path(key).unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
                 return None
-            try:
+            with os.fdopen(fd, "rb", closefd=False) as f:
                 blob = f.read(st.st_size)
-                os.utime(fd)
-            except OSError as e:
-                self._failed("read", key, e)
-                return None
+            os.utime(fd)
             return blob
+        except OSError as e:
+            self._failed("read", key, e)
+            return None
+        finally:
+            os.close(fd)
 
     def put(self, key: str, blob: bytes) -> None:
+        """Replaces whatever stands at the entry's path (get refuses anything but an entry file)."""
         tmp = self.directory / f".{key}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
             tmp.write_bytes(blob)
-            os.replace(tmp, self._path(key))
+            try:
+                os.replace(tmp, self._path(key))
+            except IsADirectoryError:  # a rename never replaces a directory by a file
+                _remove(self._path(key))
+                os.replace(tmp, self._path(key))
         except OSError as e:
             tmp.unlink(missing_ok=True)
             self._failed("write", key, e)
@@ -164,9 +178,17 @@ class DiskBlobs:
 
     def delete(self, name: str, size: int | None) -> None:
         try:
-            self.store._path(name).unlink(missing_ok=True)
+            _remove(self.store._path(name))
         except OSError as e:
             self.store._failed("delete", name, e)
+
+
+def _remove(path: pathlib.Path) -> None:
+    """Removes what stands at `path`, a directory with what it holds included."""
+    try:
+        path.unlink(missing_ok=True)
+    except IsADirectoryError:
+        shutil.rmtree(path)  # never follows a symbolic link
 
 
 def _is_file(path: pathlib.Path) -> bool:
