@@ -98,7 +98,7 @@ def test_refused_entries_are_misses_counted_apart_and_overwritten_by_the_recompi
     assert graph.run(redis_service(redis_server))[0] == "l2"  # the recompile replaced it
 
 
-@pytest.mark.parametrize("damage", ["directory", "fifo"])
+@pytest.mark.parametrize("damage", ["directory", "fifo", "truncated", "altered"])
 def test_unreadable_directory_entries_are_misses_logged_once_and_replaced_by_the_recompile(tmp_path, damage, caplog):
     graph = dense_graph()
     graph.run(CompilationService(settings(cache_dir=str(tmp_path))))

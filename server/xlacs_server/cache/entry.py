@@ -30,7 +30,7 @@ class RejectedEntry(Exception):
 
     def __init__(self, reason: str, detail: str):
         super().__init__(f"{reason}: {detail}")
-        self.reason = reason
+        self.reason, self.detail = reason, detail
 
 
 @dataclasses.dataclass(frozen=True)

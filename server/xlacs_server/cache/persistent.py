@@ -77,15 +77,18 @@ class PersistentTier(Tier):
         return f"{self.namespace}.{key}"
 
     def get(self, key: str, device: DeviceRef) -> Executable | None:
-        """Nothing stored is parsed before its MAC checks; an entry that fails a check raises RejectedEntry."""
-        blob = self.store.get(self.stored_key(key))
+        """Nothing stored is parsed before its MAC checks; an entry that fails a check raises RejectedEntry, which
+        names where the entry is."""
+        stored = self.stored_key(key)
+        blob = self.store.get(stored)
         if blob is None:
             return None
-        entry = decode(blob, key, self.secret)
         try:
-            return from_entry(entry, device)
+            return from_entry(decode(blob, key, self.secret), device)
+        except RejectedEntry as e:
+            raise RejectedEntry(e.reason, f"{self.store.location(stored)}: {e.detail}") from None
         except (JaxRuntimeError, KeyError, TypeError, ValueError) as e:
-            raise RejectedEntry("unloadable", f"{type(e).__name__}: {e}") from None
+            raise RejectedEntry("unloadable", f"{self.store.location(stored)}: {type(e).__name__}: {e}") from None
 
     def put(self, executable: Executable, serialized: bytes) -> None:
         blob = encode(to_entry(executable, serialized), self.secret)

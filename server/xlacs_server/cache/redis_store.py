@@ -77,14 +77,18 @@ class RedisStore:
         """Blobs and graph manifests beside the entries, over this connection (cache/redis_blobs.py)."""
         return RedisBlobs(self)
 
+    def location(self, key: str) -> str:
+        """The Redis key of the key's entry."""
+        return self.prefix + "entry:" + key
+
     def get(self, key: str) -> bytes | None:
-        name = self.prefix + "entry:" + key
+        name = self.location(key)
         blob = self.call("get", lambda: self.client.getex(name, ex=self.ttl_s) if self.ttl_s
                           else self.client.get(name))
         return None if blob is FAILED else blob
 
     def put(self, key: str, blob: bytes) -> None:
-        if self.call("set", lambda: self.client.set(self.prefix + "entry:" + key, blob, ex=self.ttl_s)) \
+        if self.call("set", lambda: self.client.set(self.location(key), blob, ex=self.ttl_s)) \
                 is not FAILED:
             self.stats.add(entries=1, bytes=len(blob))
 
