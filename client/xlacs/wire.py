@@ -2,14 +2,18 @@
 (docs/data_plane.md): protobuf copies a bytes field in when it is set, twice when the message is serialized, and
 twice more when it is parsed and read. A message is its fields in any order, so a piece goes out as the protobuf
 encoding of everything else, then its Tensor's content field written here from a view of the array; and comes in as
-views of the received bytes, the rest parsed by protobuf."""
+views of the received bytes, the rest parsed by protobuf. bad_utf8 finds the string that protobuf refuses a message
+for without naming it."""
 from __future__ import annotations
+
+import collections
 
 from xlacs.v1 import xlacs_pb2
 
 _LEN = 2  # the wire type of bytes, strings and messages
 _CONTENT = xlacs_pb2.Tensor.CONTENT_FIELD_NUMBER
 _SKIP = {0: None, 1: 8, 2: None, 5: 4}  # wire type -> fixed size (varints and lengths are read)
+_MAX_DEPTH = 100  # protobuf's recursion limit: it parses no message nested deeper
 
 
 def as_is(data: bytes) -> bytes:
@@ -55,6 +59,30 @@ def decode(data: bytes, message_type, field: int):
                 head.append(view[at:inner_end])
         tensors.append((xlacs_pb2.Tensor.FromString(b"".join(head)), content))
     return message_type.FromString(b"".join(rest)), tensors
+
+
+def bad_utf8(data: bytes, descriptor) -> tuple[str, bytes] | None:
+    """(the path of a string field of the message in `data`, of type `descriptor`, whose bytes are not UTF-8, such
+    as `feeds[0].name`; those bytes), or None; ValueError if the fields of `data` cannot be walked."""
+    view = memoryview(data)
+    messages = collections.deque([(descriptor, 0, len(view), "", 0)])
+    while messages:
+        message, start, end, path, depth = messages.popleft()
+        seen = collections.Counter()
+        for number, wire_type, _, value, stop in _fields(view, start, end):
+            field = message.fields_by_number.get(number)
+            if field is None or wire_type != _LEN:
+                continue
+            name = f"{path}{field.name}[{seen[number]}]" if field.is_repeated else path + field.name
+            seen[number] += 1
+            if field.type == field.TYPE_STRING:
+                try:
+                    str(view[value:stop], "utf-8")
+                except UnicodeDecodeError:
+                    return name, bytes(view[value:stop])
+            elif field.type == field.TYPE_MESSAGE and depth < _MAX_DEPTH:
+                messages.append((field.message_type, value, stop, name + ".", depth + 1))
+    return None
 
 
 def _fields(view: memoryview, start: int, end: int):

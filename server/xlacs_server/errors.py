@@ -17,9 +17,11 @@ DOMAIN = "xlacs"
 ECHO_CHARS = 80  # a request value quoted in a message is cut to this: an error must not grow with its input
 
 
-def echoed(value: str) -> str:
-    """`value` quoted for a message, cut to ECHO_CHARS."""
-    return repr(value) if len(value) <= ECHO_CHARS else f"{value[:ECHO_CHARS]!r}... ({len(value)} characters)"
+def echoed(value: str | bytes) -> str:
+    """`value` quoted for a message (bytes escaped), cut to ECHO_CHARS characters or bytes."""
+    if len(value) <= ECHO_CHARS:
+        return repr(value)
+    return f"{value[:ECHO_CHARS]!r}... ({len(value)} {'bytes' if isinstance(value, bytes) else 'characters'})"
 
 
 class XlacsError(Exception):

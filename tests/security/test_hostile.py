@@ -9,9 +9,10 @@ import tensorflow as tf
 
 from tests.graphs import GraphBuilder
 from tests.security.conftest import add_graph, healthy
-from xlacs import freeze, tensors
+from xlacs import dtypes, freeze, tensors
 from xlacs.v1 import tf_graph_pb2, xlacs_pb2
 from xlacs_server.graph import attrs
+from xlacs_server.inference.v2 import grpc_service_pb2
 
 FEEDS = {"x:0": ("float32", (2, 3))}
 CLIENT_ERRORS = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.RESOURCE_EXHAUSTED}
@@ -276,3 +277,40 @@ def test_bytes_that_are_no_execute_request(client, data):
     stream = client.channel.stream_stream("/xlacs.v1.Compiler/ExecuteStream")
     refused(lambda: list(stream(iter([data]), timeout=60)), grpc.StatusCode.INVALID_ARGUMENT,
             "not a well-formed xlacs.v1.ExecuteRequest")
+
+
+NOT_UTF8 = "PLACEHOLDER"  # in a request, its bytes become as many that are not UTF-8
+X = xlacs_pb2.TensorSpec(name="x:0", dtype=dtypes.from_numpy(np.dtype(np.float32)), shape=(2, 3))
+
+
+def compile_request(**fields) -> xlacs_pb2.CompileRequest:
+    return xlacs_pb2.CompileRequest(**{"graph_def": add_graph(), "feeds": [X], "fetches": ["y:0"], **fields})
+
+
+@pytest.mark.parametrize("method, request_message, field", [
+    ("Compile", compile_request(feeds=[xlacs_pb2.TensorSpec(name=NOT_UTF8, dtype=X.dtype, shape=X.shape)]),
+     "feeds[0].name"),
+    ("Compile", compile_request(fetches=["y:0", NOT_UTF8]), "fetches[1]"),
+    ("Compile", compile_request(device=NOT_UTF8), "device"),
+    ("Compile", compile_request(graph_name=NOT_UTF8), "graph_name"),
+    ("Execute", xlacs_pb2.ExecuteRequest(executable_id="e", inputs=[xlacs_pb2.Tensor(name=NOT_UTF8)]),
+     "inputs[0].name"),
+    ("ExecuteStream", xlacs_pb2.ExecuteRequest(executable_id=NOT_UTF8), "executable_id"),
+    ("GetExecutable", xlacs_pb2.GetExecutableRequest(executable_id=NOT_UTF8), "executable_id"),
+    ("ModelInfer", grpc_service_pb2.ModelInferRequest(model_name=NOT_UTF8), "model_name"),
+])
+def test_a_string_field_that_is_not_utf8(client, method, request_message, field):
+    """Protobuf refuses to build such a message, so its bytes are made by hand; the status names the field and its
+    bytes, where grpc would answer INTERNAL for a deserializer that raises (rpc/malformed.py)."""
+    data = request_message.SerializeToString()
+    assert data.count(NOT_UTF8.encode()) == 1
+    data = data.replace(NOT_UTF8.encode(), b"\xff\xfe" + NOT_UTF8[2:].encode())
+    path = f"/{'inference.GRPCInferenceService' if method == 'ModelInfer' else 'xlacs.v1.Compiler'}/{method}"
+    identity = {"request_serializer": lambda b: b, "response_deserializer": lambda b: b}
+
+    def call():
+        if method == "ExecuteStream":
+            return list(client.channel.stream_stream(path, **identity)(iter([data]), timeout=60))
+        return client.channel.unary_unary(path, **identity)(data, timeout=60)
+    refused(call, grpc.StatusCode.INVALID_ARGUMENT,
+            f"{request_message.DESCRIPTOR.full_name}: {field} b'\\xff\\xfeACEHOLDER' is not valid UTF-8")

@@ -17,7 +17,6 @@ from xlacs_server.errors import Cancelled, InvalidRequest, LimitExceeded
 from xlacs_server.execute.executable import Executable
 from xlacs_server.execute.resident import ResidentTensor, ResidentTensors, ttl
 from xlacs_server.execute.shared_memory import Lease, Target
-from xlacs_server.rpc import execute_wire
 
 
 # --- Execute: each tensor whole ------------------------------------------------------------------------------
@@ -197,7 +196,6 @@ def streamed_outputs(executable: Executable, outputs: list[np.ndarray], execute_
 def _received(requests: Iterator) -> Iterator:
     """The requests as they arrive; a client that cancels or goes away midway ends the call as CANCELLED."""
     try:
-        for received in requests:
-            yield execute_wire.parsed(received)
+        yield from requests
     except grpc.RpcError:
         raise Cancelled("the client cancelled the stream or went away before its last request") from None

@@ -13,6 +13,7 @@ from xlacs_server.inference.v2 import grpc_service_pb2_grpc
 from xlacs_server.rpc.auth import AuthInterceptor, TokenStore
 from xlacs_server.rpc.errors import ErrorInterceptor
 from xlacs_server.rpc.execute_wire import ExecuteWireInterceptor
+from xlacs_server.rpc.malformed import MalformedRequestInterceptor
 from xlacs_server.rpc.received import ReceivedBytesInterceptor
 from xlacs_server.rpc import readiness
 from xlacs_server.rpc.servicer import CompilerServicer
@@ -34,7 +35,8 @@ def create_server(service: CompilationService, address: str) -> tuple[grpc.Serve
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="rpc"),
         interceptors=[*([AuthInterceptor(tokens)] if tokens else []), ErrorInterceptor(service.counters),
-                      ReceivedBytesInterceptor(service.counters), ExecuteWireInterceptor()],
+                      ReceivedBytesInterceptor(service.counters), MalformedRequestInterceptor(),
+                      ExecuteWireInterceptor()],
         options=[("grpc.max_receive_message_length", received),
                  ("grpc.max_send_message_length", MAX_PROTOBUF_BYTES)],
         # Calls beyond the threads fail fast with RESOURCE_EXHAUSTED, rather than queue without bound.

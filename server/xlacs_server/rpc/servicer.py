@@ -10,7 +10,7 @@ from xlacs_server.errors import InvalidRequest, LimitExceeded
 from xlacs_server.execute.download import download
 from xlacs_server.execute.executable import QUICK
 from xlacs_server.lower import registry
-from xlacs_server.rpc import execute_io, execute_wire
+from xlacs_server.rpc import execute_io
 from xlacs_server.rpc.limits import Gates
 from xlacs_server.rpc.routed import execute_routed
 from xlacs_server.service import CompilationService, CompileSpec
@@ -57,8 +57,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                                          passes=result.loaded.executable.passes, tier=result.tier,
                                          graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
-    def Execute(self, received, context):
-        request = execute_wire.parsed(received)
+    def Execute(self, request, context):
         with self.service.shared_memory.lease(request.session_id) as lease:  # its regions stay open until it is done
             inputs, keep = execute_io.inputs(request, self.service.resident, lease), execute_io.kept(request)
             targets = execute_io.output_targets(request, lease)
