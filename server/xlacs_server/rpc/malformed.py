@@ -20,7 +20,7 @@ class Malformed(str):
 class MalformedRequestInterceptor(grpc.ServerInterceptor):
     def intercept_service(self, continuation, details):
         handler = continuation(details)
-        if handler is None or handler.request_deserializer is None:
+        if handler is None or handler.request_deserializer is None or _request_type(details.method) is None:
             return handler
         kind = next(kind for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
                     if getattr(handler, kind) is not None)
@@ -39,8 +39,12 @@ def _parsed(received):
 
 @functools.cache
 def _request_type(method: str):
-    """The descriptor of the request message of `method` (/package.Service/Method)."""
-    return descriptor_pool.Default().FindMethodByName(method[1:].replace("/", ".")).input_type
+    """The descriptor of the request message of `method` (/package.Service/Method); None for a service whose
+    descriptors are not in protobuf's default pool, whose requests then go as grpc parses them."""
+    try:
+        return descriptor_pool.Default().FindMethodByName(method[1:].replace("/", ".")).input_type
+    except KeyError:
+        return None
 
 
 def _or_malformed(message, read):
