@@ -277,6 +277,22 @@ def test_reductions(client, op_name, dtypes):
     compare_per_dtype(client, fn_of, inputs_of, dtypes)
 
 
+def test_integer_mean_sums_in_64_bits(client):
+    """TF sums integers in int64 (uint64 for the unsigned types) and divides with truncation before casting back:
+    the mean of the largest values is the largest value, not a wrapped sum halved; a negative mean rounds up."""
+    def inputs_of(dtype):
+        info = np.iinfo(dtype)
+        rows = ([[info.max] * 3, [info.min, info.min, 1], [-7, 2, 0], [info.max, info.min, -3]] if info.min else
+                [[info.max] * 3, [info.max, 1, 0], [7, 2, 0], [info.max, info.max - 1, 3]])
+        return [np.array(rows, dtype)]
+
+    def fn_of(dtype):
+        return lambda x: [tf.raw_ops.Mean(input=x, axis=axis, keep_dims=keep)
+                          for axis, keep in [([1], False), ([0], True), ([0, 1], False)]]
+    compare_per_dtype(client, fn_of, inputs_of, dtypes_for("Mean", [np.int8, np.int16, np.int32, np.int64,
+                                                                    np.uint8, np.uint16, np.uint32, np.uint64]))
+
+
 @pytest.mark.parametrize("op_name", ["All", "Any"])
 def test_logical_reductions(client, op_name):
     compile_and_compare(client, lambda x: [op(op_name)(x, tf.constant([1])), op(op_name, keep_dims=True)(x, [0, 2]),

@@ -30,9 +30,10 @@ def _prod(x, axis, keepdims):
 
 
 def _mean(x, axis, keepdims):
-    if jnp.issubdtype(x.dtype, jnp.integer):  # TF divides integers with truncation
+    if jnp.issubdtype(x.dtype, jnp.integer):  # TF sums in 64 bits, divides with truncation, then casts back
+        wide = np.uint64 if jnp.issubdtype(x.dtype, jnp.unsignedinteger) else np.int64
         count = int(np.prod([x.shape[a] for a in axis], dtype=np.int64))
-        return lax.div(_sum(x, axis, keepdims), jnp.asarray(max(count, 1), x.dtype))
+        return lax.div(_sum(x.astype(wide), axis, keepdims), jnp.asarray(max(count, 1), wide)).astype(x.dtype)
     return jnp.mean(x, axis=axis, keepdims=keepdims)
 
 
