@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from tests.lower.raw_ops import compare_per_dtype, has_cpu_kernel, name, op, tolerance
+from tests.lower.raw_ops import HALF, compare_per_dtype, has_cpu_kernel, name, op, tolerance
 from tests.lower.refusals import Fed, assert_refused, assert_refused_as_tf, one_node
 from tests.oracle import assert_close, compile_and_compare, rand
 from xlacs import freeze
@@ -291,6 +291,21 @@ def test_integer_mean_sums_in_64_bits(client):
                           for axis, keep in [([1], False), ([0], True), ([0, 1], False)]]
     compare_per_dtype(client, fn_of, inputs_of, dtypes_for("Mean", [np.int8, np.int16, np.int32, np.int64,
                                                                     np.uint8, np.uint16, np.uint32, np.uint64]))
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=name)
+def test_half_precision_reductions_accumulate_in_float32(client, dtype):
+    """Sum, Mean and Prod of float16 and bfloat16 accumulate in float32 and round once, as tf2xla does
+    (XlaHelpers::SumAccumulationType): a float16 sum through its largest value (65504) does not overflow, a
+    thousand tenths sum to 100 (not 99.6 in float16, 98 in bfloat16), 300 * 300 / 300 / 300 is 1 (not inf).
+    TF's CPU kernels accumulate in T (inf, 99.75, inf in float16), so the oracle is TF's XLA path."""
+    def fn(big, tenths, ratios):  # keep_dims: TF's scalar bfloat16 tensors do not convert to NumPy arrays
+        reduced = [("Sum", big), ("Mean", big), ("Sum", tenths), ("Mean", tenths), ("Prod", ratios)]
+        return [op(op_name, keep_dims=True)(x, [0]) for op_name, x in reduced]
+    args = [np.array([65504, 65504, -65504], dtype), np.full((1000,), 0.1, dtype),
+            np.array([300, 300, 1 / 300, 1 / 300], dtype)]
+    compile_and_compare(client, fn, args, rtol=float(ml_dtypes.finfo(dtype).eps), atol=0,
+                        oracle=tf.function(fn, jit_compile=True))
 
 
 @pytest.mark.parametrize("op_name", ["All", "Any"])

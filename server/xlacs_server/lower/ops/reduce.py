@@ -22,7 +22,7 @@ def _axis(x, axis, input: str) -> int:
 
 
 def _sum(x, axis, keepdims):
-    return jnp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)  # TF reduces in T, without widening
+    return jnp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)  # in T: integer sums wrap, as in TF
 
 
 def _prod(x, axis, keepdims):
@@ -35,6 +35,16 @@ def _mean(x, axis, keepdims):
         count = int(np.prod([x.shape[a] for a in axis], dtype=np.int64))
         return lax.div(_sum(x.astype(wide), axis, keepdims), jnp.asarray(max(count, 1), wide)).astype(x.dtype)
     return jnp.mean(x, axis=axis, keepdims=keepdims)
+
+
+def _half_in_float32(fn):
+    """fn accumulating float16 and bfloat16 in float32 and rounding once, as tf2xla's Sum, Prod and Mean do
+    (XlaHelpers::SumAccumulationType): [65504, 65504, -65504] sums to 65504 in float16, not inf."""
+    def reduce(x, axis, keepdims):
+        if x.dtype in D.HALF:
+            return fn(x.astype(np.float32), axis, keepdims).astype(x.dtype)
+        return fn(x, axis, keepdims)
+    return reduce
 
 
 def _extremum(fn, lowest: bool):
@@ -67,9 +77,9 @@ def logical_reduction(fn, ctx, input, reduction_indices, *, Tidx, keep_dims):
 
 
 REDUCTIONS = {
-    "Sum": (_sum, D.NUMERIC),
-    "Prod": (_prod, D.NUMERIC),
-    "Mean": (_mean, D.NUMERIC),
+    "Sum": (_half_in_float32(_sum), D.NUMERIC),
+    "Prod": (_half_in_float32(_prod), D.NUMERIC),
+    "Mean": (_half_in_float32(_mean), D.NUMERIC),
     "Max": (_extremum(jnp.max, lowest=True), D.REAL),
     "Min": (_extremum(jnp.min, lowest=False), D.REAL),
     "EuclideanNorm": (_euclidean_norm, D.NUMERIC),
