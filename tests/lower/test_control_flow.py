@@ -3,6 +3,7 @@ lowered once per signature, unreached functions ignored, and errors that name th
 import grpc
 import jax
 import keras
+import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -226,16 +227,22 @@ def test_tf1_defun_calls_by_op_name(client):
 
 
 TRUTH_DTYPES = [np.int32, np.uint8, np.float32, np.float64, np.bool_]
+XLA_TRUTH_DTYPES = [np.float16, ml_dtypes.bfloat16, np.uint16, np.complex64]  # TF's CPU kernel refuses them
 
 
-@pytest.mark.parametrize("dtype", TRUTH_DTYPES, ids=ids)
+@pytest.mark.parametrize("dtype", TRUTH_DTYPES + XLA_TRUTH_DTYPES, ids=ids)
 def test_to_bool(client, dtype):
     """TF's truth of a tensor: a scalar is true when nonzero (NaN included), any other tensor when it holds an
-    element, whatever its values."""
+    element, whatever its values. TF's CPU kernel refuses float16 ("half cannot be converted to a boolean"),
+    bfloat16, uint16 and complex; tf2xla takes every type, and is their oracle."""
     values = [np.zeros((), dtype), np.ones((), dtype), np.zeros((0, 3), dtype), np.zeros((2,), dtype)]
-    if np.dtype(dtype).kind == "f":
+    if np.dtype(dtype).kind in "fc" or dtype == ml_dtypes.bfloat16:
         values += [np.array(np.nan, dtype), np.array(-0.0, dtype)]
-    compile_and_compare(client, lambda *xs: [tf.raw_ops.ToBool(input=x) for x in xs], values)
+
+    def fn(*xs):
+        return [tf.raw_ops.ToBool(input=x) for x in xs]
+    compile_and_compare(client, fn, values, oracle=tf.function(fn, jit_compile=True) if dtype in XLA_TRUTH_DTYPES
+                        else None)
 
 
 def cond_on(predicate, x):

@@ -51,7 +51,7 @@ def while_(ctx, *inputs, T, cond, body, output_shapes, parallel_iterations):
     return while_loop(ctx, cond, body, list(inputs))
 
 
-@register_op("ToBool", dtypes=D.SIGNED + (np.uint8, np.float32, np.float64, np.bool_))  # TF's kernel's types
+@register_op("ToBool", dtypes=D.ALL)  # tf2xla's types; TF's CPU kernel refuses halves, complex and wide unsigned
 def to_bool(ctx, input, *, T):
     return [truth(input)]
 
