@@ -106,17 +106,17 @@ def test_conv2d_filter_of_the_wrong_depth_blames_the_filter(client):
     assert_graph_fault(error, "conv", "Conv2D", "filter")
 
 
-@pytest.mark.parametrize("op", ["DepthToSpace", "SpaceToDepth"])
-def test_nchw_vect_c_is_unimplemented_naming_the_attr(client, op):
+def test_nchw_vect_c_pooling_is_unimplemented_naming_the_attr(client):
     graph = GraphBuilder()
-    graph.placeholder("x", shape=(1, 4, 2, 2, 4), dtype=np.int8)
-    graph.node("moved", op, "x", T=np.dtype(np.int8), block_size=2, data_format="NCHW_VECT_C")
-    error = refusal(client, graph, "moved:0", {"x:0": ("int8", (1, 4, 2, 2, 4))})
+    graph.placeholder("x", shape=(1, 1, 4, 4, 4), dtype=np.int8)
+    graph.node("pooled", "MaxPool", "x", T=np.dtype(np.int8), ksize=[1, 1, 2, 2], strides=[1, 1, 2, 2],
+               padding="VALID", data_format="NCHW_VECT_C")
+    error = refusal(client, graph, "pooled:0", {"x:0": ("int8", (1, 1, 4, 4, 4))})
     assert error.code() == grpc.StatusCode.UNIMPLEMENTED, error.details()
-    assert error.details().startswith(f"node 'moved' ({op}): ") and "NCHW_VECT_C" in error.details()
+    assert error.details().startswith("node 'pooled' (MaxPool): ") and "NCHW_VECT_C" in error.details()
     info = details_of(error)["ErrorInfo"]
     assert info.reason == "UNSUPPORTED_NODE"
-    assert dict(info.metadata) == {"node": "moved", "op": op, "attr": "data_format"}
+    assert dict(info.metadata) == {"node": "pooled", "op": "MaxPool", "attr": "data_format"}
 
 
 def test_a_fault_inside_a_function_body_names_the_function(client):

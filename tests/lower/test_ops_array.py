@@ -166,6 +166,46 @@ def test_space_depth_nchw(client):
         np.testing.assert_array_equal(got, expected)
 
 
+def nhwc_of_vect_c(x):
+    """[N, C/4, H, W, 4] -> [N, H, W, C]: channel c is at [c // 4, c % 4]."""
+    n, blocks, h, w, _ = x.shape
+    return tf.reshape(tf.transpose(x, [0, 2, 3, 1, 4]), [n, h, w, 4 * blocks])
+
+
+def vect_c_of_nhwc(x):
+    n, h, w, c = x.shape
+    return tf.transpose(tf.reshape(x, [n, h, w, c // 4, 4]), [0, 3, 1, 2, 4])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float32], ids=ids)
+def test_space_depth_nchw_vect_c(client, dtype):
+    """NCHW_VECT_C, TF's layout of int8 for cuDNN, which tf2xla lowers for any type. TF's CPU kernels have no
+    NCHW_VECT_C: the oracle is the NHWC op between the layout's transposes, and TF's XLA path agrees with it."""
+    def fn(x, y):
+        return (raw.SpaceToDepth(input=x, block_size=2, data_format="NCHW_VECT_C"),
+                raw.DepthToSpace(input=y, block_size=2, data_format="NCHW_VECT_C"))
+
+    def via_nhwc(x, y):
+        return (vect_c_of_nhwc(raw.SpaceToDepth(input=nhwc_of_vect_c(x), block_size=2)),
+                vect_c_of_nhwc(raw.DepthToSpace(input=nhwc_of_vect_c(y), block_size=2)))
+    args = [rand((2, 1, 4, 6, 4), dtype, -100, 100), rand((2, 8, 3, 2, 4), dtype, -100, 100)]
+    compile_and_compare(client, fn, args, oracle=via_nhwc)
+    for xla, want in zip(tf.function(fn, jit_compile=True)(*args), via_nhwc(*args)):
+        np.testing.assert_array_equal(xla, want)
+
+
+@pytest.mark.parametrize("op,shape,blame,match", [
+    ("SpaceToDepth", (1, 4, 2, 2, 3), {"input": "input"}, "packs channels by 4"),
+    ("DepthToSpace", (1, 4, 2, 2, 3), {"input": "input"}, "packs channels by 4"),
+    ("DepthToSpace", (1, 2, 2, 2, 4), {"attr": "block_size"}, "2 channels, which NCHW_VECT_C cannot pack by 4"),
+], ids=["SpaceToDepth_vector_of_3", "DepthToSpace_vector_of_3", "DepthToSpace_to_2_channels"])
+def test_nchw_vect_c_refusals(client, op, shape, blame, match):
+    """What TF's XLA path refuses too: a last dimension other than 4 (tf2xla), an output whose channels do not
+    pack by 4 (TF's shape function)."""
+    assert_refused(client, op, {"input": Fed(shape, np.int8)}, blame=blame, match=match, T=np.int8, block_size=2,
+                   data_format="NCHW_VECT_C")
+
+
 @pytest.mark.parametrize("padding", ["SAME", "VALID"])
 @pytest.mark.parametrize("ksizes,strides,rates", [(2, 1, 1), (3, 2, 1), (2, 3, 2)], ids=str)
 def test_extract_image_patches(client, ksizes, strides, rates, padding):

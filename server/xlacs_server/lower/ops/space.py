@@ -85,8 +85,8 @@ def batch_to_space(ctx, input, crops, *, T, block_size, Tidx):
 
 def channels_last(fn, x, data_format: str):
     """fn of an NHWC tensor, applied to x in data_format."""
-    if data_format == "NCHW_VECT_C":  # TF has it on GPUs only, for int8 packed by 4 in an extra dimension
-        raise Unimplemented("data_format 'NCHW_VECT_C' is not supported: use NHWC or NCHW", attr="data_format")
+    if data_format == "NCHW_VECT_C":
+        return vect_c(fn, x)
     if data_format not in ("NHWC", "NCHW"):
         raise InvalidArgument(f"data_format {data_format!r} is not one of NHWC, NCHW, NCHW_VECT_C",
                               attr="data_format")
@@ -94,6 +94,22 @@ def channels_last(fn, x, data_format: str):
     if data_format == "NHWC":
         return fn(x)
     return jnp.transpose(fn(jnp.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
+
+
+def vect_c(fn, x):
+    """fn of an NHWC tensor, applied to x in NCHW_VECT_C: [N, C/4, H, W, 4], channel c at [c // 4, c % 4] (cuDNN's
+    layout of int8). TF's CPU kernels do not run it; tf2xla lowers it for any type, as here."""
+    check_rank(x, "input", rank=5)
+    n, blocks, h, w, vector = x.shape
+    if vector != 4:
+        raise InvalidArgument(f"input 'input' has shape {list(x.shape)}; NCHW_VECT_C packs channels by 4 in its last "
+                              "dimension", input="input")
+    out = fn(jnp.reshape(jnp.transpose(x, (0, 2, 3, 1, 4)), (n, h, w, 4 * blocks)))
+    n, h, w, c = out.shape
+    if c % 4:
+        raise InvalidArgument(f"the output has {c} channels, which NCHW_VECT_C cannot pack by 4: choose a block_size "
+                              "that leaves a multiple of 4", attr="block_size")
+    return jnp.transpose(jnp.reshape(out, (n, h, w, c // 4, 4)), (0, 3, 1, 2, 4))
 
 
 def space_to_depth_nhwc(x, b: int):
