@@ -42,26 +42,13 @@ class Call:
         if self.ended or not self.context.is_active():
             raise Cancelled(f"the client cancelled the call or went away; stopped before {stage}")
 
-    @contextlib.contextmanager
     def slot(self):
-        """Holds one of the gate's slots for the costly part of the work (an XLA compile, an execution);
-        waits for one first, leaving the queue when the call must stop. The wait is xlacs_queue_seconds."""
-        gate, start = self.gate, time.perf_counter()
-        if not gate.slots_free.acquire(blocking=False):  # a free slot is taken without the clock of a timed wait
-            while not gate.slots_free.acquire(timeout=SLOT_POLL_S):
-                self.checkpoint(f"a {gate.rpc} slot was free")
-        gate.queue_seconds.observe(time.perf_counter() - start)
-        key = id(self)
-        gate.holders[key] = time.monotonic()  # a dict's item set and del are atomic: no lock
-        try:
-            yield
-        finally:
-            del gate.holders[key]
-            gate.slots_free.release()
+        """Holds one of the gate's slots for the costly part of the work (`Gate.hold`)."""
+        return self.gate.hold(self)
 
 
 class Gate:
-    """At most `slots` calls do their costly part at once (`Call.slot`), and at most `queue` more are
+    """At most `slots` calls do their costly part at once (`hold`), and at most `queue` more are
     admitted; the next call fails fast with RESOURCE_EXHAUSTED instead of piling up. Admitted calls run at
     once on the gate's own threads, so what costs no slot (a Compile that hits a cache) never waits behind
     the costly work of others. A call whose client cancels or whose deadline passes returns at once: if it
@@ -79,14 +66,31 @@ class Gate:
         self.slots, self.queue = slots, queue
         self.slots_setting, self.queue_setting = slots_setting, queue_setting
         self.limit_s, self.limit_setting = limit_s, limit_setting
-        self.slots_free = threading.Semaphore(slots)
-        self.holders: dict[int, float] = {}  # calls holding a slot -> since when (monotonic)
+        self._slots_free = threading.Semaphore(slots)
+        self._holders: dict[int, float] = {}  # calls holding a slot -> since when (monotonic)
         self._executor = futures.ThreadPoolExecutor(slots + queue, thread_name_prefix=rpc.lower()) \
             if own_threads else None
         self._admitted = 0  # running or waiting
         self._lock = threading.Lock()
         self._in_flight = metrics.CALLS_IN_FLIGHT.labels(rpc)
-        self.queue_seconds = metrics.QUEUE_SECONDS.labels(rpc)
+        self._queue_seconds = metrics.QUEUE_SECONDS.labels(rpc)
+
+    @contextlib.contextmanager
+    def hold(self, call: Call):
+        """Holds one slot for `call`'s costly part (an XLA compile, an execution); waits for one first, leaving the
+        queue when the call must stop (`call.checkpoint`). The wait is xlacs_queue_seconds."""
+        start = time.perf_counter()
+        if not self._slots_free.acquire(blocking=False):  # a free slot is taken without the clock of a timed wait
+            while not self._slots_free.acquire(timeout=SLOT_POLL_S):
+                call.checkpoint(f"a {self.rpc} slot was free")
+        self._queue_seconds.observe(time.perf_counter() - start)
+        key = id(call)
+        self._holders[key] = time.monotonic()  # a dict's item set and del are atomic: no lock
+        try:
+            yield
+        finally:
+            del self._holders[key]
+            self._slots_free.release()
 
     def run(self, context, work: Callable[[Call], T]) -> T:
         """`work(call)`, admitted: it takes `call.slot()` for its costly part, calls `call.checkpoint(stage)`
@@ -122,7 +126,7 @@ class Gate:
     def held_past(self, seconds: float) -> int:
         """How many slots are held by calls that have held them longer than `seconds`."""
         now = time.monotonic()
-        return sum(now - since > seconds for since in list(self.holders.values()))
+        return sum(now - since > seconds for since in list(self._holders.values()))
 
     def _release(self, _) -> None:
         with self._lock:
