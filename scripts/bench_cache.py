@@ -14,7 +14,6 @@ import argparse
 import json
 import pathlib
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ DOC = ROOT / "docs" / "cache.md"
 BEGIN, END = "<!-- bench_cache.py: begin -->", "<!-- bench_cache.py: end -->"
 MODELS = {"MobileNetV2": (1, 224, 224, 3), "ResNet50": (1, 224, 224, 3)}
 SECRET = "bench-cache-secret-0123456789abcdef"
+sys.path.insert(0, str(ROOT))  # for benchmarks/ and tests/
 
 
 def worker(graph: pathlib.Path, meta: dict, redis_url: str, compiles: int) -> dict:
@@ -73,26 +73,7 @@ def in_fresh_process(graph: pathlib.Path, meta: dict, redis_url: str, compiles: 
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def start_redis(directory: pathlib.Path) -> tuple[subprocess.Popen, str]:
-    from xlacs_server.daemon_process import free_port
-
-    port = free_port()
-    process = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
-                                "--save", "", "--appendonly", "no", "--dir", str(directory)],
-                               stdout=subprocess.DEVNULL)
-    import redis
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            return process, f"redis://127.0.0.1:{port}/0"
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    sys.exit("redis-server did not start")
-
-
 def freeze_models(directory: pathlib.Path) -> dict[str, tuple[pathlib.Path, dict]]:
-    sys.path.insert(0, str(ROOT))
     from tests.models.keras_models import frozen_keras
     graphs = {}
     for name, shape in MODELS.items():
@@ -106,10 +87,13 @@ def freeze_models(directory: pathlib.Path) -> dict[str, tuple[pathlib.Path, dict
 
 def measure(rounds: int) -> tuple[dict, dict]:
     import redis
+
+    from benchmarks.processes import RedisServer
     with tempfile.TemporaryDirectory() as tmp:
         directory = pathlib.Path(tmp)
         graphs = freeze_models(directory)
-        process, url = start_redis(directory)
+        redis_server = RedisServer(directory)
+        url = redis_server.url
         try:
             figures = {}
             for name, (graph, meta) in graphs.items():
@@ -134,7 +118,7 @@ def measure(rounds: int) -> tuple[dict, dict]:
             info = redis.Redis.from_url(url).info("server")
             return figures, {"redis": info["redis_version"]}
         finally:
-            process.kill()
+            redis_server.kill()
 
 
 def report(figures: dict, env: dict, rounds: int) -> str:

@@ -1,11 +1,7 @@
 """Shared fixtures: a real daemon on a free loopback port, a client, a real redis-server (a test fails, never
 skips, when it cannot start), and TensorFlow as the oracle."""
 import os
-import pathlib
-import shutil
-import subprocess
 import sys
-import time
 import zlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -16,11 +12,10 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import redis  # noqa: E402
 
+from benchmarks.processes import RedisServer  # noqa: E402
 from xlacs import Client  # noqa: E402
 from xlacs_server.config import Settings  # noqa: E402
-from xlacs_server.daemon_process import free_port  # noqa: E402
 from xlacs_server.rpc.server import create_server  # noqa: E402
 from xlacs_server.service import CompilationService  # noqa: E402
 
@@ -69,44 +64,6 @@ def server(cache_dir):
 def client(server):
     with Client(server.address, timeout=600) as c:
         yield c
-
-
-class RedisServer:
-    """redis-server without persistence: a restart comes back empty, as after a crash."""
-
-    def __init__(self, directory: pathlib.Path):
-        self.binary = shutil.which("redis-server")
-        if self.binary is None:
-            pytest.fail("redis-server is not installed: scripts/test installs it (apt package redis-server)")
-        self.directory = directory
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-        self.start()
-
-    def start(self) -> None:
-        with open(self.directory / "redis.log", "a") as log:
-            self.process = subprocess.Popen(
-                [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--dir", str(self.directory)], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if self.client().ping():
-                    return
-            except redis.ConnectionError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"redis-server did not start on port {self.port}:\n"
-                            f"{(self.directory / 'redis.log').read_text()}")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait()
-
-    def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url, socket_timeout=5)
 
 
 @pytest.fixture

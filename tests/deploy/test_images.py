@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import redis
 
+from benchmarks.processes import RedisServer
 from tests.deploy import files
 from tests.deploy.daemon import Daemon, double_graph, process_environment
 from xlacs import Client
@@ -24,22 +25,10 @@ from xlacs_server.service import CompilationService
 @pytest.fixture(scope="module")
 def redis_port(tmp_path_factory):
     """Redis started with the compose service's command line, on a free loopback port and a scratch dir."""
-    port = free_port()
     command = files.compose()["services"]["redis"]["command"]
-    process = subprocess.Popen([*command, "--port", str(port), "--bind", "127.0.0.1",
-                                "--dir", str(tmp_path_factory.mktemp("redis"))], stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.1)
-    yield port
-    process.terminate()
-    process.wait(timeout=30)
+    server = RedisServer(tmp_path_factory.mktemp("redis"), arguments=command[1:])  # command[0] is redis-server
+    yield server.port
+    server.stop()
 
 
 def test_redis_runs_as_an_lru_cache_of_the_configured_size(redis_port):
