@@ -4,9 +4,10 @@ process (benchmarks/peers). Turns are short and interleaved (TF, then each optio
 the load of a shared machine falls on all of them alike. Prints one line per model and a JSON summary.
 
     .venv/bin/python -m benchmarks.xla_cpu_options --models ResNet50,MobileNetV2 \
-        --options 'default=' 'eigen=xla_cpu_experimental_ynn_fusion_type=' [--rounds 25 --seconds 0.25]
+        --options 'ynnpack=-xla_cpu_experimental_ynn_fusion_type' 'default=' [--rounds 25 --seconds 0.25]
 
-An option set is NAME=ITEM;ITEM with ITEMs as XLACS_XLA_OPTIONS spells them (a value may hold commas).
+An option set is NAME=ITEM;ITEM with ITEMs as XLACS_XLA_OPTIONS spells them (a value may hold commas), over xlacs's
+default options.
 """
 from __future__ import annotations
 

@@ -82,11 +82,12 @@ class Settings:
     # shared memory 215 -> 79-114 ms at load 4, the daemon's RSS after four compiles no higher (docs/data_plane.md).
     malloc_tunables: str = "glibc.malloc.hugetlb=1"
     dump_graphs: str = ""  # a directory: the graph after each pass, as pbtxt
-    # XLA debug options set on every compile, `name=value`; checked at start and part of the cache key
-    # (compile/xla_options.py). XLA_FLAGS in the environment is checked at start too. The default turns XLA:CPU's
-    # YNNPACK convolutions off, so Eigen's run: faster on all five CNNs in three of four interleaved runs
-    # (docs/performance.md, XLA:CPU's convolution library). Setting the list replaces the default.
-    xla_options: tuple[str, ...] = ("xla_cpu_experimental_ynn_fusion_type=",)
+    # XLA debug options set on every compile, `name=value`, over xlacs's defaults (compile/xla_options.py DEFAULTS):
+    # an option of a default's name replaces its value, `-name` drops it so that XLA's own applies. Checked at start
+    # and part of the cache key, as merged. XLA_FLAGS in the environment is checked at start too. The one default,
+    # `xla_cpu_experimental_ynn_fusion_type=`, turns XLA:CPU's YNNPACK convolutions off, so Eigen's run: faster on
+    # all five CNNs in three of four interleaved runs (docs/performance.md, XLA:CPU's convolution library).
+    xla_options: tuple[str, ...] = ()
     # Tiered compilation (docs/performance.md): a cold compile of a per-call program of at least this many StableHLO
     # ops on XLA:CPU answers with a program compiled by quick options (LLVM's optimizations off) and compiles the
     # optimized one in the background, which then replaces it and is what the shared cache tiers hold; 0 turns it

@@ -46,7 +46,7 @@ def test_bad_xla_options_stop_serve_naming_the_option(options, named):
 
 def test_options_parse_to_xla_types():
     assert xla_options.parse(("xla_cpu_use_onednn=true", "--xla_backend_optimization_level=2",
-                              "xla_disable_hlo_passes=fusion")) == {
+                              "xla_disable_hlo_passes=fusion")) == {**xla_options.DEFAULTS,
         "xla_cpu_use_onednn": True, "xla_backend_optimization_level": 2, "xla_disable_hlo_passes": "fusion"}
     with pytest.raises(ValueError, match="sets xla_cpu_use_onednn twice"):
         xla_options.parse(("xla_cpu_use_onednn=true", "xla_cpu_use_onednn=false"))
@@ -77,6 +77,26 @@ def test_cpu_convolutions_run_on_eigen_by_default_not_ynnpack():
     """The default xla_options turn YNNPACK off (docs/performance.md); without them XLA:CPU gives the
     convolution to YNNPACK, a `__ynn_fusion`."""
     default = CompilationService(settings()).compile(conv_spec()).loaded.executable.compiled.as_text()
-    ynnpack = CompilationService(settings(xla_options=())).compile(conv_spec()).loaded.executable.compiled.as_text()
+    ynnpack = CompilationService(settings(xla_options=("-xla_cpu_experimental_ynn_fusion_type",))).compile(
+        conv_spec()).loaded.executable.compiled.as_text()
     assert "convolution(" in default and "__ynn_fusion" not in default
     assert "__ynn_fusion" in ynnpack
+
+
+def test_options_set_merge_with_the_defaults():
+    """A user's option keeps the defaults, one of a default's name replaces its value, `-name` drops it."""
+    compiled = CompilationService(settings(xla_options=("xla_cpu_enable_fast_math=false",))).compile(conv_spec())
+    assert "__ynn_fusion" not in compiled.loaded.executable.compiled.as_text()
+    ynn = "xla_cpu_experimental_ynn_fusion_type"
+    assert xla_options.DEFAULTS == {ynn: ""}
+    assert xla_options.parse(()) == {ynn: ""}
+    assert xla_options.parse(("xla_cpu_use_onednn=true",)) == {ynn: "", "xla_cpu_use_onednn": True}
+    assert xla_options.parse((f"{ynn}=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",)) == {
+        ynn: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+    assert xla_options.parse((f"-{ynn}", "xla_cpu_use_onednn=true")) == {"xla_cpu_use_onednn": True}
+    with pytest.raises(ValueError, match="drops xla_cpu_use_onednn, which is not a default"):
+        xla_options.parse(("-xla_cpu_use_onednn",))
+    with pytest.raises(ValueError, match=f"sets {ynn} twice"):
+        xla_options.parse((f"-{ynn}", f"{ynn}="))
+    with pytest.raises(ValueError, match="is not name=value"):
+        xla_options.parse(("xla_cpu_use_onednn",))

@@ -5,8 +5,8 @@ Two ways in:
   aborts the process on an unknown flag or a bad value. `check_xla_flags` starts that parse in a child
   process first and turns its failure into one line naming the flag.
 - `xla_options` (XLACS_XLA_OPTIONS=name=value,...): debug options set on each compile (as jax's
-  `.compile(compiler_options=...)` does), part of the cache key. `check_options` compiles a one-op program
-  with them on every device, so an unknown name or a bad value is refused at start with XLA's reason.
+  `.compile(compiler_options=...)` does) over xlacs's `DEFAULTS`, part of the cache key. `check_options` compiles a
+  one-op program with them on every device, so an unknown name or a bad value is refused at start with XLA's reason.
 """
 from __future__ import annotations
 
@@ -20,19 +20,31 @@ import jax.numpy as jnp
 
 Value = bool | int | float | str
 CHECK_TIMEOUT_S = 300
+# Set on every compile unless xla_options names them: YNNPACK's convolutions off, so Eigen's run (docs/performance.md,
+# XLA:CPU's convolution library).
+DEFAULTS: dict[str, Value] = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 
 def parse(items: tuple[str, ...]) -> dict[str, Value]:
-    """`name=value` items as compiler options: true/false as bools, numbers as numbers, the rest as strings."""
-    options = {}
+    """The compiler options: `DEFAULTS` with the `name=value` items over them (true/false as bools, numbers as
+    numbers, the rest as strings); an item `-name` drops a default, so that XLA's own value applies."""
+    options, named = dict(DEFAULTS), set()
     for item in items:
         name, sep, raw = item.partition("=")
-        name = name.strip().removeprefix("--")
-        if not sep or not name:
-            raise ValueError(f"xla_options item {item!r} is not name=value (e.g. xla_cpu_use_onednn=true)")
-        if name in options:
+        name = name.strip()
+        dropped = not sep and name.startswith("-") and not name.startswith("--")
+        name = name.removeprefix("-" if dropped else "--")
+        if not name or not (sep or dropped):
+            raise ValueError(f"xla_options item {item!r} is not name=value (e.g. xla_cpu_use_onednn=true) or "
+                             "-name (dropping a default)")
+        if name in named:
             raise ValueError(f"xla_options sets {name} twice")
-        options[name] = _value(raw.strip())
+        named.add(name)
+        if not dropped:
+            options[name] = _value(raw.strip())
+        elif options.pop(name, None) is None:
+            raise ValueError(f"xla_options item {item!r} drops {name}, which is not a default "
+                             f"({', '.join(DEFAULTS)})")
     return options
 
 
