@@ -1,11 +1,9 @@
 """Max and average pooling (2-D and 3-D) and their gradients.
 
 Max-pool gradients route each window's gradient to its first maximum in row-major window order, as TF's
-2-D CPU kernels and XLA do; working from the argmax rather than autodiff also serves integer types. MaxPool3DGrad
-is the exception: TF's CPU kernel gives a window's gradient to every element equal to its maximum.
+2-D CPU kernels, its graphs' MaxPool3DGrad (oneDNN's kernel) and XLA do; working from the argmax rather than autodiff
+also serves integer types. (TF's eager MaxPool3DGrad, Eigen's kernel, gives it to every tied element instead.)
 """
-import itertools
-
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -91,21 +89,6 @@ def max_pool_grad(orig_input, grad, ksize, strides, pads):
     argmax = window_argmax(orig_input, ksize, strides, pads)
     flat = jnp.zeros(orig_input.size, grad.dtype).at[jnp.reshape(argmax, -1)].add(jnp.reshape(grad, -1))
     return jnp.reshape(flat, orig_input.shape)
-
-
-def max_pool_grad_to_ties(orig_input, orig_output, grad, ksize, strides, pads):
-    """Each window's gradient added to every element of the window equal to its maximum, `orig_output`."""
-    if grad.size == 0:
-        return jnp.zeros(orig_input.shape, grad.dtype)
-    zero = np.zeros((), grad.dtype)
-    padded = lax.pad(orig_input, np.array(lowest(orig_input.dtype), orig_input.dtype), [(lo, hi, 0) for lo, hi in pads])
-    total = jnp.zeros(padded.shape, grad.dtype)
-    for tap in itertools.product(*(range(k) for k in ksize)):  # one strided slice of the input per window offset
-        limit = [t + (n - 1) * s + 1 for t, n, s in zip(tap, grad.shape, strides)]
-        routed = jnp.where(lax.slice(padded, tap, limit, strides) == orig_output, grad, zero)
-        total = total + lax.pad(routed, zero, [(t, n - l, s - 1) for t, n, l, s in
-                                               zip(tap, padded.shape, limit, strides)])
-    return lax.slice(total, [lo for lo, _ in pads], [lo + n for (lo, _), n in zip(pads, orig_input.shape)])
 
 
 def max_pool_grad_grad(orig_input, grad, ksize, strides, pads):
@@ -211,7 +194,7 @@ def max_pool_grad_v2(ctx, orig_input, orig_output, grad, ksize, strides, *, padd
 def max_pool_3d_grad(ctx, orig_input, orig_output, grad, *, ksize, strides, padding, data_format, T, TInput):
     pooling = max_pool_grad_geometry(orig_input, orig_output, grad, T, input_dtype=TInput, ksize=ksize,
                                      strides=strides, padding=padding, data_format=data_format, rank=5)
-    return [max_pool_grad_to_ties(orig_input, orig_output, grad, *pooling)]
+    return [max_pool_grad(orig_input, grad, *pooling)]
 
 
 @register_op("MaxPoolGradGrad", dtypes=MAX_POOL_GRAD_DTYPES)
