@@ -65,13 +65,18 @@ class Stack:
         return sorted(ids, key=lambda c: int(self.inspect(c)["Config"]["Labels"]["com.docker.compose.container-number"]))
 
     @staticmethod
-    def inspect(container: str) -> dict:
-        return json.loads(docker("inspect", container))[0]
+    def inspect(name: str) -> dict:
+        """`docker inspect` of a container or an image."""
+        return json.loads(docker("inspect", name))[0]
 
-    def address(self, container: str, port: int = 50051) -> str:
-        """The container's own address on the stack's network: for a call to that one replica."""
+    def ip(self, container: str) -> str:
+        """The container's own address on the stack's network."""
         (network,) = self.inspect(container)["NetworkSettings"]["Networks"].values()
-        return f"{network['IPAddress']}:{port}"
+        return network["IPAddress"]
+
+    def address(self, container: str) -> str:
+        """The gRPC address of that one replica."""
+        return f"{self.ip(container)}:50051"
 
     def client(self, address: str | None = None, **kwargs) -> Client:
         return Client(address or self.grpc, token=self.token, **kwargs)

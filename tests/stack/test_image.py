@@ -1,5 +1,4 @@
 """The CPU image as built from the repository: its user, its health check, its size, and no secret in any layer."""
-import json
 import subprocess
 import tarfile
 import time
@@ -10,7 +9,7 @@ IMAGE = "xlacs:cpu"
 
 
 def test_the_image_runs_as_its_unprivileged_user(stack):
-    config = json.loads(docker("image", "inspect", IMAGE))[0]["Config"]
+    config = stack.inspect(IMAGE)["Config"]
     assert config["User"] == f"{IMAGE_UID}:{IMAGE_UID}"
     for container in stack.containers("xlacs"):
         top = docker("top", container, "-o", "pid,uid,args")  # every process of the container, tini's too
@@ -22,7 +21,7 @@ def test_the_image_runs_as_its_unprivileged_user(stack):
 def test_the_image_alone_turns_healthy_by_its_own_healthcheck_and_exits_0_on_stop(stack):
     """`docker run` of the image with nothing set: embedded defaults, its HEALTHCHECK (the compose file replaces it
     by the protocol's readiness) asking the gRPC health service."""
-    healthcheck = json.loads(docker("image", "inspect", IMAGE))[0]["Config"]["Healthcheck"]
+    healthcheck = stack.inspect(IMAGE)["Config"]["Healthcheck"]
     assert healthcheck["Test"][0] == "CMD-SHELL" and healthcheck["Test"][1].startswith("xlacs health "), healthcheck
     container = docker("run", "-d", "--init", IMAGE).strip()
     try:
@@ -46,7 +45,7 @@ def test_no_layer_or_history_entry_holds_a_secret(stack, tmp_path):
     history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", IMAGE)
     for name, value in values.items():
         assert value not in history.encode(), name
-    environment = json.loads(docker("image", "inspect", IMAGE))[0]["Config"]["Env"]
+    environment = stack.inspect(IMAGE)["Config"]["Env"]
     assert not [e for e in environment if e.startswith("PIP_CERT=") or "/run/secrets" in e], environment
     archive = tmp_path / "image.tar"
     subprocess.run(["docker", "save", "-o", str(archive), IMAGE], check=True, timeout=600)
@@ -67,4 +66,4 @@ def test_no_layer_or_history_entry_holds_a_secret(stack, tmp_path):
                     data = layer.extractfile(entry).read()
                     found += [f"{name} in {entry.name}" for name, value in values.items() if value in data]
     assert layers >= 3 and not found, found
-    stack.report["cpu_image_bytes"] = json.loads(docker("image", "inspect", IMAGE))[0]["Size"]
+    stack.report["cpu_image_bytes"] = stack.inspect(IMAGE)["Size"]

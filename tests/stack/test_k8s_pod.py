@@ -60,7 +60,7 @@ def test_the_cpu_deployments_pod_serves_every_port_and_probe_it_declares(stack, 
     secret_volume(spec, tmp_path / "secrets")
     pod = docker(*docker_run_argv(spec, container, tmp_path / "secrets")).strip()
     try:
-        address = stack.address(pod).rsplit(":", 1)[0]
+        address = stack.ip(pod)
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
         startup = container["startupProbe"]["grpc"]
         with grpc.insecure_channel(f"{address}:{startup['port']}") as channel:

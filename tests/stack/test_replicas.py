@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from tests.deploy import files
 from tests.oracle import assert_close
-from xlacs.freeze import freeze
 from tests.stack.conftest import docker
+from xlacs.freeze import freeze
 
 CLIENTS = 8
 LOAD_S = 20  # each phase of load: long enough to span a kill or a restart and the failover after it
@@ -33,15 +33,15 @@ def health_check_timing() -> tuple[float, float, int]:
 
 @dataclasses.dataclass
 class Workload:
-    """A small CNN (compiles in about a second), its input and TensorFlow's output."""
+    """A CNN's frozen graph, its input and TensorFlow's output."""
     graph_def: bytes
     feeds: dict
     fetches: list
     x: np.ndarray
     want: np.ndarray
 
-    def compile(self, client, **kwargs):
-        return client.compile(self.graph_def, self.feeds, self.fetches, **kwargs)
+    def compile(self, client):
+        return client.compile(self.graph_def, self.feeds, self.fetches)
 
     def check(self, got: np.ndarray) -> None:
         assert_close(got, self.want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(self.want).max())))
@@ -68,6 +68,7 @@ def cnn_workload(batch: int = 2, size: int = 32, seed: int = 4, widths=(16, 32, 
 
 @pytest.fixture(scope="module")
 def workload() -> Workload:
+    """A small CNN: it compiles in about a second."""
     return cnn_workload()
 
 
@@ -106,7 +107,7 @@ class Load:
                     with self.lock:
                         self.failed.append(f"{e.code().name}: {e.details()} ({time.monotonic() - self.started:.1f} s "
                                            f"into the load)")
-                    self.call(client)  # raises, and the thread's end fails the test, if the retry fails too
+                    self.call(client)  # if this raises too, the thread ends and assert_served counts a retry short
                     with self.lock:
                         self.retried_ok += 1
                         self.last_ok[index] = time.monotonic()
@@ -137,11 +138,6 @@ class Load:
         assert self.retried_ok == len(self.failed), (self.retried_ok, self.failed)
 
 
-def stats_of(stack, container: str):
-    with stack.client(stack.address(container)) as client:
-        return client.stats()
-
-
 def test_a_third_replica_answers_the_same_compile_from_redis_without_compiling(stack, workload):
     with stack.client() as client:
         workload.compile(client)  # through the load balancer: compiled once, stored in Redis
@@ -154,31 +150,30 @@ def test_a_third_replica_answers_the_same_compile_from_redis_without_compiling(s
     workload.check(got)
 
 
-def down_seconds(stack, address: str, killed_at: float, timeout: float = 60) -> float:
+def down_seconds(stack, ip: str, killed_at: float, timeout: float = 60) -> float:
     """Seconds from the kill until the load balancer logged the killed replica's gRPC server down."""
     pattern = re.compile(r"Server xlacs_grpc/(xlacs\d+) (?:is|is going) DOWN")  # by its checks, or out of the DNS
     slots = {m[1] for m in re.finditer(r"xlacs_grpc/(xlacs\d+) changed its IP from \S+ to " +
-                                       re.escape(address.split(":")[0]) + r"\b", stack.lb_log())}
-    assert slots, f"the load balancer never resolved {address}"
+                                       re.escape(ip) + r"\b", stack.lb_log())}
+    assert slots, f"the load balancer never resolved {ip}"
     while time.monotonic() - killed_at < timeout:
         if any(m[1] in slots for m in pattern.finditer(stack.lb_log())):
             return time.monotonic() - killed_at
         time.sleep(0.2)
-    raise AssertionError(f"the load balancer still sends to {address} {timeout} s after the kill:\n{stack.lb_log()}")
+    raise AssertionError(f"the load balancer still sends to {ip} {timeout} s after the kill:\n{stack.lb_log()}")
 
 
 def test_a_replica_killed_under_load_fails_no_call_that_a_retry_does_not_serve(stack, workload):
     stack.scale(3)
     victim = stack.containers("xlacs")[0]
-    address = stack.address(victim)
+    ip = stack.ip(victim)
     with Load(stack, workload) as load:
         time.sleep(LOAD_S / 2)
         before = load.ok
         docker("kill", victim)
         killed_at = time.monotonic()
-        print(f"killed {killed_at - load.started:.1f} s into the load")
         failover_s = load.all_served_since(killed_at)
-        down_s = down_seconds(stack, address, killed_at)
+        down_s = down_seconds(stack, ip, killed_at)
         time.sleep(LOAD_S / 2)
         after_kill = load.ok - before
     load.assert_served(minimum=CLIENTS)
