@@ -24,7 +24,8 @@ from xlacs_server.config import Settings  # noqa: E402
 from xlacs_server.lower.ops.conv import convolve  # noqa: E402
 from xlacs_server.lower.ops.cpu import depthwise_shifted  # noqa: E402
 from xlacs_server.passes.registry import run_pipeline  # noqa: E402
-from xlacs_server.service import CompilationService, CompileSpec, no_checkpoint  # noqa: E402
+from xlacs_server.pipeline.request import CompileSpec, no_checkpoint  # noqa: E402
+from xlacs_server.service import CompilationService  # noqa: E402
 
 
 def median_ms(fn, *args, repeats: int) -> float:

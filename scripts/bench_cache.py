@@ -36,7 +36,8 @@ def worker(graph: pathlib.Path, meta: dict, redis_url: str, compiles: int) -> di
 
     from xlacs import dtypes
     from xlacs_server.config import Settings
-    from xlacs_server.service import CompilationService, CompileSpec
+    from xlacs_server.pipeline.request import CompileSpec
+    from xlacs_server.service import CompilationService
     service = CompilationService(Settings(redis_url=redis_url, cache_secret=SECRET, cache_dir=""))
     spec = CompileSpec(graph.read_bytes(), [(n, dtypes.parse(d), tuple(s)) for n, d, s in meta["feeds"]],
                        meta["fetches"], graph_name=meta["name"])

@@ -17,7 +17,7 @@ from benchmarks.processes import RedisServer  # noqa: E402
 from xlacs import Client  # noqa: E402
 from xlacs_server.config import Settings  # noqa: E402
 from xlacs_server.rpc.server import create_server  # noqa: E402
-from xlacs_server.service import CompilationService  # noqa: E402
+from xlacs_server.daemon import Daemon  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +32,7 @@ def seeded_inputs(request):
 
 class RunningServer:
     def __init__(self, settings: Settings):
-        self.service = CompilationService(settings)
+        self.service = Daemon(settings)
         self.server, self.port, self.health = create_server(self.service, "127.0.0.1:0")
         self.server.start()
         self.address = f"127.0.0.1:{self.port}"

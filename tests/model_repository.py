@@ -18,7 +18,7 @@ from xlacs_server.config import Settings
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.rpc.server import create_server
-from xlacs_server.service import CompilationService
+from xlacs_server.daemon import Daemon
 
 READY_TIMEOUT_S = 600  # the initial load of a repository: a few small models compile in seconds each
 FEATURES, UNITS = 4, 3
@@ -134,7 +134,7 @@ class ModelServer:
         self.settings = Settings(**{"cache_dir": "", "model_repository": str(repo), **settings})
 
     def __enter__(self) -> "ModelServer":
-        self.service = CompilationService(self.settings)
+        self.service = Daemon(self.settings)
         self.server, port, _ = create_server(self.service, "127.0.0.1:0")
         self.http = HttpServer(create_app(self.service), "127.0.0.1", 0)
         self.server.start()

@@ -9,7 +9,8 @@ from benchmarks.peers import Call
 from benchmarks.peers.files import GraphFiles
 from xlacs import dtypes
 from xlacs_server.config import Settings
-from xlacs_server.service import CompilationService, CompileSpec
+from xlacs_server.pipeline.request import CompileSpec
+from xlacs_server.service import CompilationService
 
 
 def build_with(graph: GraphFiles, settings: Settings) -> Call:

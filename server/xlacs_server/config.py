@@ -5,6 +5,9 @@ import dataclasses
 import os
 
 GIB = 1 << 30
+# A request carries a GraphDef or inputs plus names and framing (protobuf's on gRPC, JSON's on REST): each transport
+# admits this much more, so that the byte limits answer with their own names.
+REQUEST_HEADROOM_BYTES = 16 << 20
 _BOOLEANS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False, "": False}
 
 
@@ -19,7 +22,7 @@ class Settings:
     require_gpu: bool = False
     shutdown_grace_s: float = 30.0  # on SIGTERM, calls in flight get this long to finish, then are cancelled
     # gRPC threads; an RPC beyond them fails fast with RESOURCE_EXHAUSTED. The threads the gated calls below leave,
-    # but one for health checks, are those of the infers waiting in dynamic batchers (rpc/limits.py, Gates): 49 by
+    # but one for health checks, are those of the infers waiting in dynamic batchers (gates.py, Gates): 49 by
     # default (threads start only when calls need them).
     workers: int = 64
     l1_max_entries: int = 256

@@ -9,11 +9,11 @@ import threading
 from xlacs_server import metrics
 from xlacs_server.compile import xla_options
 from xlacs_server.config import Settings
+from xlacs_server.daemon import Daemon
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.errors import XlacsError
 from xlacs_server.rpc.server import create_server
-from xlacs_server.service import CompilationService
 
 log = logging.getLogger("xlacs")
 
@@ -59,7 +59,7 @@ def serve(args) -> None:
     with_malloc_tunables(settings.malloc_tunables)
     try:
         xla_options.check_xla_flags()  # before this process starts XLA, which aborts on a bad flag
-        service = CompilationService(settings)
+        service = Daemon(settings)
         server, port, health = create_server(service, f"{settings.host}:{settings.port}")
     except (XlacsError, ValueError, OSError) as e:  # e.g. an absent device, a TLS file: say what, no traceback
         raise SystemExit(f"xlacs serve: {e}") from None

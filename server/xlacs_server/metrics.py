@@ -98,7 +98,7 @@ def device_memory(device) -> DeviceMemory | None:
 
 
 class ServiceCollector:
-    """Reads one CompilationService when scraped: its cache tiers, counters and device memory."""
+    """Reads one service (service.py) when scraped: its cache tiers, counters and device memory."""
 
     def __init__(self, service):
         self.service = service

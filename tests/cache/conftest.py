@@ -13,7 +13,8 @@ from xlacs import Client, dtypes
 from xlacs.freeze import FrozenGraph, freeze
 from xlacs_server.config import Settings
 from xlacs_server.daemon_process import DaemonProcess
-from xlacs_server.service import CompilationService, CompileSpec
+from xlacs_server.pipeline.request import CompileSpec
+from xlacs_server.service import CompilationService
 
 SECRET = "a-test-secret-of-more-than-16-bytes"
 _names = itertools.count()

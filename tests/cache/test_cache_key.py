@@ -21,12 +21,14 @@ import xlacs_server
 from tests.cache.conftest import settings
 from xlacs import dtypes
 from xlacs.freeze import freeze
-from xlacs_server import service as service_module, unit, version
+from xlacs_server import unit, version
 from xlacs_server.compile import cache_key as cache_key_module
 from xlacs_server.compile.cache_key import cache_key, source_digest
 from xlacs_server.lower.registry import registrations
 from xlacs_server.passes.registry import pipeline
-from xlacs_server.service import CompilationService, CompileSpec
+from xlacs_server.pipeline import compile_path as compile_path_module
+from xlacs_server.pipeline.request import CompileSpec
+from xlacs_server.service import CompilationService
 
 INGREDIENTS = ["graph_fingerprint", "signature", "device", "runtime", "compile_options", "code", "cache_format"]
 PACKAGES = {"xlacs_server": pathlib.Path(xlacs_server.__file__).parent, "xlacs": pathlib.Path(xlacs.__file__).parent}
@@ -51,7 +53,7 @@ def service():
 def ingredients(service, request: CompileSpec, device=None) -> dict[str, str]:
     device = device or service.devices.resolve("")
     compile_unit = unit.build(request.graph_def, request.feeds, request.fetches, service.settings, device.platform)
-    listed = service.ingredients(compile_unit.graph, compile_unit.inputs, device)
+    listed = service.compile_path.ingredients(compile_unit.graph, compile_unit.inputs, device)
     assert [name for name, _ in listed] == INGREDIENTS
     return dict(listed)
 
@@ -194,7 +196,7 @@ def test_xla_flags_enter_through_the_compile_options_and_dump_flags_do_not(tmp_p
 
 def test_the_cache_format_version(service, monkeypatch):
     base = ingredients(service, spec())
-    monkeypatch.setattr(service_module, "CACHE_FORMAT_VERSION", service_module.CACHE_FORMAT_VERSION + 1)
+    monkeypatch.setattr(compile_path_module, "CACHE_FORMAT_VERSION", compile_path_module.CACHE_FORMAT_VERSION + 1)
     assert changed(base, ingredients(service, spec())) == {"cache_format"}
 
 

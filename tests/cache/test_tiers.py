@@ -181,7 +181,7 @@ def test_concurrent_compiles_in_one_process_compile_once(redis_server):
     for t in threads:
         t.join()
     assert sorted(results) == ["l1"] * 7 + ["miss"] and service.counters.compiles == 1
-    assert not service._flights  # the per-key locks are dropped after the flight
+    assert not service.compile_path._flights  # the per-key locks are dropped after the flight
 
 
 def test_a_lease_left_by_a_crashed_replica_expires(redis_server):

@@ -18,7 +18,7 @@ from xlacs.v1 import xlacs_pb2
 from xlacs_server.config import Settings
 from xlacs_server.errors import NotFound
 from xlacs_server.rpc.server import create_server
-from xlacs_server.service import CompilationService
+from xlacs_server.daemon import Daemon
 
 X = np.random.default_rng(5).uniform(-1, 1, (2, 8, 8, 3)).astype(np.float32)
 
@@ -148,7 +148,7 @@ def test_an_evicted_executable_compiles_again_before_its_download(frozen_cnn):
     """max_loaded=1: compiling a second graph drops the first one's binding; its download then finds NOT_FOUND,
     compiles it again by digest, and downloads."""
     frozen, want = frozen_cnn
-    service = CompilationService(Settings(cache_dir="", max_loaded=1))
+    service = Daemon(Settings(cache_dir="", max_loaded=1))
     server, port, _ = create_server(service, "127.0.0.1:0")
     server.start()
     try:
@@ -168,7 +168,7 @@ def test_an_evicted_executable_compiles_again_before_its_download(frozen_cnn):
 
 
 def test_have_is_bounded_by_max_graph_nodes():
-    service = CompilationService(Settings(cache_dir="", max_graph_nodes=2))
+    service = Daemon(Settings(cache_dir="", max_graph_nodes=2))
     server, port, _ = create_server(service, "127.0.0.1:0")
     server.start()
     try:

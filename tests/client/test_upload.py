@@ -16,7 +16,7 @@ from xlacs.graph_source import GraphChanged
 from xlacs.v1 import xlacs_pb2
 from xlacs_server.config import Settings
 from xlacs_server.rpc.server import create_server
-from xlacs_server.service import CompilationService
+from xlacs_server.daemon import Daemon
 
 X = np.random.default_rng(3).uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)
 
@@ -55,7 +55,7 @@ class Daemon:
         self.start()
 
     def start(self) -> None:
-        self.service = CompilationService(self.settings)
+        self.service = Daemon(self.settings)
         self.server, self.port, _ = create_server(self.service, f"127.0.0.1:{self.port}")
         self.server.start()
         self.address = f"127.0.0.1:{self.port}"

@@ -8,7 +8,8 @@ from xlacs import dtypes
 from xlacs.freeze import freeze
 from xlacs_server.compile.compiler import quick_options
 from xlacs_server.config import Settings
-from xlacs_server.service import CompilationService, CompileSpec
+from xlacs_server.pipeline.request import CompileSpec
+from xlacs_server.service import CompilationService
 
 SHAPE = (1, 8, 8, 3)
 

@@ -12,7 +12,8 @@ from tests.cache.conftest import settings
 from tests.cache.test_cache_key import spec
 from xlacs import dtypes
 from xlacs_server.compile import xla_options
-from xlacs_server.service import CompilationService, CompileSpec
+from xlacs_server.pipeline.request import CompileSpec
+from xlacs_server.service import CompilationService
 
 
 def serve(env: dict) -> subprocess.CompletedProcess:

@@ -27,7 +27,7 @@ class RunningDashboard:
 
 @pytest.fixture(scope="session")
 def dashboard(server):
-    """The dashboard of the same CompilationService that the session's gRPC server and `client` use."""
+    """The dashboard of the same Daemon that the session's gRPC server and `client` use."""
     app = create_app(server.service, refresh_s=REFRESH_S)
     http = HttpServer(app, "127.0.0.1", 0)
     http.start()

@@ -92,7 +92,7 @@ def test_sensitive_to_device_kind(server):
     cpu = service.devices.resolve("cpu:0")
     gpu_like = DeviceRef("gpu:0", "gpu", "NVIDIA A100", cpu.device)
     compile_unit = unit.build(base_graph(), [("x:0", 1, (1, 8, 8, 3))], ["out:0"], service.settings, cpu.platform)
-    keys = {cache_key(service.ingredients(compile_unit.graph, compile_unit.inputs, d)) for d in (cpu, gpu_like)}
+    keys = {cache_key(service.compile_path.ingredients(compile_unit.graph, compile_unit.inputs, d)) for d in (cpu, gpu_like)}
     assert len(keys) == 2
 
 

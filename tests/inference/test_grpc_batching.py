@@ -1,6 +1,6 @@
 """Concurrent tritonclient.grpc requests to a dynamic-batching model: each waits in the batcher holding one of the gRPC
 server's threads, so the threads of `workers` (also its maximum_concurrent_rpcs) that the gated calls leave, but one
-for health checks, bound how many clients wait at once (rpc/limits.py, Gates.batched)."""
+for health checks, bound how many clients wait at once (gates.py, Gates.batched)."""
 from __future__ import annotations
 
 import numpy as np

@@ -16,7 +16,7 @@ from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.inference.v2 import grpc_service_pb2 as pb, grpc_service_pb2_grpc
 from xlacs_server.rpc.readiness import POLL_S
 from xlacs_server.rpc.server import SERVICE_NAME, create_server
-from xlacs_server.service import CompilationService
+from xlacs_server.daemon import Daemon
 
 INFERENCE = "inference.GRPCInferenceService"
 
@@ -42,7 +42,7 @@ def eventually(channel, http, want: dict) -> dict:
 
 def test_every_probe_agrees_from_the_repositorys_load_to_the_drain(tmp_path):
     graphdef_model(tmp_path, "keras_gd")
-    service = CompilationService(Settings(cache_dir="", model_repository=str(tmp_path)))
+    service = Daemon(Settings(cache_dir="", model_repository=str(tmp_path)))
     server, port, _ = create_server(service, "127.0.0.1:0")
     http_server = HttpServer(create_app(service), "127.0.0.1", 0)
     server.start()

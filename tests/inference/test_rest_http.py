@@ -19,8 +19,8 @@ from tests.model_repository import ModelServer, graphdef_model
 from xlacs_server.config import Settings
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
-from xlacs_server.rpc.limits import Call
-from xlacs_server.service import CompilationService
+from xlacs_server.gates import Call
+from xlacs_server.daemon import Daemon
 
 TOKEN = "rest-test-token"
 MAX_INPUT_BYTES = 4096
@@ -139,7 +139,7 @@ def test_answers_are_compressed_as_the_client_accepts(http, model_repository, ac
 
 
 def test_bodies_over_the_limit_are_refused_naming_the_setting(http):
-    limit = MAX_INPUT_BYTES + (16 << 20)  # the inputs and room for the JSON (rpc/server.py REQUEST_HEADROOM_BYTES)
+    limit = MAX_INPUT_BYTES + (16 << 20)  # the inputs and room for the JSON (config.py REQUEST_HEADROOM_BYTES)
     bomb = gzip.compress(b" " * (limit + 1))  # some kilobytes that decompress past the limit
     answer = http.post("/v2/models/keras_gd/infer", content=bomb, headers={"Content-Encoding": "gzip"})
     assert answer.status_code == 429
@@ -171,7 +171,7 @@ def test_errors_are_on_the_daemons_errors_page(http):
 
 def test_not_ready_until_the_repository_has_loaded(model_repository):
     """A daemon whose repository has not loaded yet (its load not started) is live and not ready."""
-    service = CompilationService(Settings(cache_dir="", model_repository=str(model_repository.path)))
+    service = Daemon(Settings(cache_dir="", model_repository=str(model_repository.path)))
     http = HttpServer(create_app(service), "127.0.0.1", 0)
     http.start()
     try:

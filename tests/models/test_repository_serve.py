@@ -17,7 +17,7 @@ from xlacs.cli import build_parser
 from xlacs_server.config import Settings
 from xlacs_server.errors import NotFound
 from xlacs_server.main import settings_from_args
-from xlacs_server.service import CompilationService
+from xlacs_server.daemon import Daemon
 
 LOG_WAIT_S = 300
 
@@ -76,7 +76,7 @@ def test_serve_refuses_a_model_repository_that_is_not_a_directory(tmp_path):
 
 
 def test_a_daemon_without_a_repository_serves_no_model_and_says_how_to_serve_one():
-    service = CompilationService(Settings(cache_dir=""))
+    service = Daemon(Settings(cache_dir=""))
     try:
         assert service.models.ready and service.models.index() == []
         with pytest.raises(NotFound, match="no model 'm' \\(the daemon has no model repository: start it with "

@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from xlacs import error_details
 from xlacs_server.errors import InvalidNode
 from xlacs_server.rpc.errors import ErrorInterceptor
-from xlacs_server.service import Counters
+from xlacs_server.counters import Counters
 
 
 def graph_def(build) -> bytes:

@@ -147,8 +147,8 @@ def test_an_unknown_executable_is_not_found_and_the_client_compiles_again(server
     assert e.value.code() == grpc.StatusCode.NOT_FOUND and "nope-1" in e.value.details()
     with Client(server.address, timeout=120) as client:
         again = client.compile(*scale_graph(ROWS))
-        with server.service._loaded_lock:
-            server.service._loaded.pop(again.id)  # as an eviction or a restart would
+        with server.service.executables._lock:
+            server.service.executables._loaded.pop(again.id)  # as an eviction or a restart would
         given = inputs()
         np.testing.assert_array_equal(again.execute(given)[0], given["x:0"] * np.float32(2) + np.float32(1))
 

@@ -28,7 +28,7 @@ from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.config import Settings
 from xlacs_server.metrics import registry_for
 from xlacs_server.rpc.server import create_server
-from xlacs_server.service import CompilationService
+from xlacs_server.daemon import Daemon
 
 SHAPE = (512, 256)  # 512 KiB of float32
 
@@ -482,7 +482,7 @@ def non_loopback_address() -> str | None:
 def test_local_admits_only_loopback_peers():
     address = non_loopback_address()
     assert address is not None, "this test needs a non-loopback interface"
-    service = CompilationService(Settings.from_env())
+    service = Daemon(Settings.from_env())
     server, port, _ = create_server(service, f"{address}:0")
     server.start()
     try:

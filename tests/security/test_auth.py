@@ -16,7 +16,7 @@ from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server.config import Settings
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
-from xlacs_server.service import CompilationService
+from xlacs_server.daemon import Daemon
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def dashboard_of(tokens_file):
     started = []
 
     def start(host: str) -> str:
-        service = CompilationService(Settings.from_env(host=host, auth_tokens_file=str(tokens_file),
+        service = Daemon(Settings.from_env(host=host, auth_tokens_file=str(tokens_file),
                                                        auth_tokens=("env-token",)))
         http = HttpServer(create_app(service), "127.0.0.1", 0)
         http.start()

@@ -15,7 +15,8 @@ from tests.cache.conftest import SECRET, settings
 from xlacs import freeze
 from xlacs_server.cache.entry import decode, encode
 from xlacs_server.cache.secret import CacheConfigError, generated_secret_path
-from xlacs_server.service import CompilationService, CompileSpec
+from xlacs_server.pipeline.request import CompileSpec
+from xlacs_server.service import CompilationService
 
 ATTACKER_SECRET = b"the attacker's own secret, 32 by"
 

@@ -9,7 +9,8 @@ from tests.cache.conftest import SECRET, settings
 from xlacs import freeze
 from xlacs_server.cache.entry import decode, encode
 from xlacs_server.cache.secret import secret_id
-from xlacs_server.service import CompilationService, CompileSpec
+from xlacs_server.pipeline.request import CompileSpec
+from xlacs_server.service import CompilationService
 
 KEY_PREFIX = f"xlacs:entry:{secret_id(SECRET.encode())}."  # entries live under their secret's id
 

@@ -20,7 +20,7 @@ from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.graph.ir import FuncRef
 from xlacs_server.metrics import registry_for
 from xlacs_server.errors import LimitExceeded
-from xlacs_server.rpc.limits import Gates
+from xlacs_server.gates import Gates
 
 FEEDS = {"x:0": ("float32", (2, 3))}
 

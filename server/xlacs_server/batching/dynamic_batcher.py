@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from xlacs_server.errors import Cancelled, DeadlineExceeded, LimitExceeded, Unavailable
-from xlacs_server.rpc.limits import NO_DEADLINE_S, SLOT_POLL_S
+from xlacs_server.gates import NO_DEADLINE_S, SLOT_POLL_S
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from xlacs_server import unit
 from xlacs_server.buckets import padding
 from xlacs_server.buckets.signature import UNKNOWN, DynamicSignature, at_sizes, derive
 from xlacs_server.buckets.sizes import bucket_sizes, probe_sizes
-from xlacs_server.cache.blobs import digest_of
 from xlacs_server.compile.cache_key import cache_key
+from xlacs_server.digest import digest_of
 from xlacs_server.errors import NotFound
 from xlacs_server.graph import limits as graph_limits
 from xlacs_server.graph.ir import Endpoint
@@ -26,8 +26,10 @@ from xlacs_server.passes.registry import run_pipeline
 from xlacs_server.tensor_sig import TensorSig
 from xlacs_server.unit.variables import INPUT_PREFIX as VARIABLE_PREFIX
 
+from xlacs_server.pipeline.request import CompileResult, CompileSpec, Stopwatch, no_checkpoint, no_slot, within_limits
+
 if TYPE_CHECKING:
-    from xlacs_server.service import CompilationService, CompileResult, CompileSpec, Stopwatch
+    from xlacs_server.service import CompilationService
 
 
 def has_unknown_dims(feeds) -> bool:
@@ -66,10 +68,19 @@ class DynamicExecutables:
 
     def __init__(self, service: CompilationService):
         self.service = service
+        self.settings = service.settings
         self._known: collections.OrderedDict[str, DynamicExecutable] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def compile(self, spec: CompileSpec, watch: Stopwatch) -> tuple[DynamicExecutable, str]:
+    @within_limits
+    def compile(self, spec: CompileSpec, checkpoint: Callable[[str], None] = no_checkpoint,
+                slot=no_slot) -> tuple[DynamicExecutable, str, dict[str, float]]:
+        """(executable, cache, stage_ms) of a Compile whose feeds have unknown dims."""
+        watch = Stopwatch(checkpoint, slot)
+        dynamic, cache = self._compile(spec, watch)
+        return dynamic, cache, watch.ms
+
+    def _compile(self, spec: CompileSpec, watch: Stopwatch) -> tuple[DynamicExecutable, str]:
         """(the dynamic executable, "l1" if this daemon knew it or "miss"). Its id names the graph's digest, the
         feeds, fetches, bucket sizes, device and name; the first Compile infers its output shapes at two sizes
         (no XLA compile) in a compile slot."""

@@ -18,10 +18,11 @@ from google.protobuf.message import DecodeError
 from xlacs import dtypes
 from xlacs.v1 import cache_entries_pb2, xlacs_pb2
 
-from xlacs_server.cache.blobs import Blobs, Digest, checked_digest
+from xlacs_server.cache.blobs import Blobs
 from xlacs_server.cache.entry import mac
 from xlacs_server.cache.secret import secret_id
 from xlacs_server.compile.cache_key import cache_key
+from xlacs_server.digest import Digest, checked_digest
 from xlacs_server.errors import InvalidRequest
 from xlacs_server.tensor_sig import TensorSig
 

@@ -9,11 +9,9 @@ their name are a miss, counted as rejected and deleted there. A graph manifest i
 kept under its graph's digest; the caller checks it (cache/graphs.py) and drops one that does not hold."""
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 from collections.abc import Callable, Iterable
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from google.protobuf.message import DecodeError
 from xlacs.v1 import xlacs_pb2
@@ -23,34 +21,9 @@ from xlacs_server.cache.memory import MemoryBlobs
 from xlacs_server.cache.persistent import PersistentTier
 from xlacs_server.cache.stats import TierStats
 from xlacs_server.config import Settings
-from xlacs_server.errors import InvalidRequest
+from xlacs_server.digest import Digest, digest_of
 
 log = logging.getLogger(__name__)
-
-_HASH = re.compile(r"[0-9a-f]{64}")
-
-
-class Digest(NamedTuple):
-    """The name of some bytes: their sha256 (64 lowercase hex digits) and their size."""
-    hash: str
-    size: int
-
-    def __str__(self) -> str:
-        return f"{self.hash}/{self.size}"
-
-
-def digest_of(data) -> Digest:
-    return Digest(hashlib.sha256(data).hexdigest(), len(data))
-
-
-def checked_digest(digest: xlacs_pb2.Digest, what: str) -> Digest:
-    """A request's Digest, or InvalidRequest naming `what` it is and what is wrong with it."""
-    if not _HASH.fullmatch(digest.hash):
-        raise InvalidRequest(f"{what}: hash {digest.hash[:80]!r} is not a sha256 in 64 lowercase hex digits")
-    if digest.size_bytes < 0:
-        raise InvalidRequest(f"{what}: size_bytes {digest.size_bytes} is negative")
-    return Digest(digest.hash, digest.size_bytes)
-
 
 class BlobStore(Protocol):
     """One tier's blobs, by name; `size` is a blob's (Redis chunks by it), None for a manifest."""

@@ -9,7 +9,8 @@ from typing import NamedTuple, NoReturn
 from xlacs import manifest as manifests
 from xlacs.v1 import xlacs_pb2
 
-from xlacs_server.cache.blobs import Blobs, Digest, checked_digest, digest_of
+from xlacs_server.cache.blobs import Blobs
+from xlacs_server.digest import Digest, checked_digest, digest_of
 from xlacs_server.errors import InvalidRequest, MissingBlobs
 
 

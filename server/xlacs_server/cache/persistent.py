@@ -3,23 +3,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, ContextManager, Iterator, Protocol
 
 import numpy as np
 from jax.errors import JaxRuntimeError
 
 from xlacs_server.cache.entry import Entry, RejectedEntry, decode, encode
 from xlacs_server.cache.secret import secret_id
+from xlacs_server.cache.stats import TierStats
 from xlacs_server.cache.tier import Tier
+from xlacs_server.config import Settings
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.executable import Executable, Prepare
 from xlacs_server.execute.program import Program
 from xlacs_server.passes.registry import PassRecord, record_fields
 from xlacs_server.tensor_sig import TensorSig
-
-if TYPE_CHECKING:
-    from xlacs_server.cache.disk import DiskStore
-    from xlacs_server.cache.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +56,27 @@ def from_entry(entry: Entry, device: DeviceRef) -> Executable:
                       prepare=prepare)
 
 
-class PersistentTier(Tier):
-    """`store` holds the bytes (RedisStore or DiskStore, each of which says how it opens from the settings);
-    this signs and checks entries, loads them, and names the store's leases."""
+class Store(Protocol):
+    """Where a persistent tier's bytes are (redis_store.py's RedisStore, disk.py's DiskStore): entries by their
+    stored key, compile leases, and the tier's blobs beside them. This base knows no store: each tier's module
+    opens its own (its `open_tier`) and hands it in."""
+    tier: str
+    stats: TierStats
 
-    def __init__(self, store: RedisStore | DiskStore, secret: bytes, max_entry_bytes: int):
+    def location(self, key: str) -> str: ...
+    def get(self, key: str) -> bytes | None: ...
+    def put(self, key: str, blob: bytes) -> None: ...
+    def lease(self, key: str, checkpoint: Callable[[str], None]) -> ContextManager: ...
+    def close(self) -> None: ...
+    def blob_store(self, settings: Settings):
+        """The store's blobs (a cache/blobs.py BlobStore), or None if it keeps none."""
+
+
+class PersistentTier(Tier):
+    """`store` holds the bytes (a Store, which says how it opens from the settings); this signs and checks
+    entries, loads them, and names the store's leases."""
+
+    def __init__(self, store: Store, secret: bytes, max_entry_bytes: int):
         self.store = store
         self.tier = store.tier
         self.stats = store.stats

@@ -6,10 +6,19 @@ evicts (allkeys-lru may take single chunks) is a missing chunk, so the blob is m
 re-hashed by the walk (cache/blobs.py) before it is used."""
 from __future__ import annotations
 
-from xlacs_server.cache import redis_store  # a module, not its names: redis_store imports this one
+from typing import Callable, Protocol
+
 from xlacs_server.cache.stats import TierStats
 
 CHUNK_BYTES = 4 << 20
+FAILED = object()  # what Connection.call returns when Redis fails or is being left alone after a failure
+
+
+class Connection(Protocol):
+    """What the blobs use of redis_store.py's RedisStore: its key prefix and its calls through one circuit breaker."""
+    prefix: str
+
+    def call(self, what: str, command: Callable): ...
 
 
 class RedisBlobs:
@@ -17,7 +26,7 @@ class RedisBlobs:
     count in RedisStore's stats (one connection, one circuit breaker)."""
     tier = "l2"
 
-    def __init__(self, store: redis_store.RedisStore):
+    def __init__(self, store: Connection):
         self.store = store
         self.stats = TierStats(self.tier)
 
@@ -36,7 +45,7 @@ class RedisBlobs:
                 pipe.exists(*chunks)
             return pipe.execute()
         counts = self.store.call("blob exists", exists)
-        if counts is redis_store.FAILED:
+        if counts is FAILED:
             return [False] * len(names)
         return [n == len(chunks) for n, chunks in zip(counts, keys)]
 
@@ -49,7 +58,7 @@ class RedisBlobs:
                 pipe.getex(key, ex=ttl_s) if ttl_s else pipe.get(key)
             return pipe.execute()
         chunks = self.store.call("blob get", read)
-        if chunks is redis_store.FAILED or any(c is None for c in chunks):
+        if chunks is FAILED or any(c is None for c in chunks):
             return None
         return b"".join(chunks)
 
@@ -62,7 +71,7 @@ class RedisBlobs:
                 pipe.set(key, bytes(view[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES] if size is not None else view),
                          ex=self.store.ttl_s)
             return pipe.execute()
-        if self.store.call("blob set", write) is not redis_store.FAILED:
+        if self.store.call("blob set", write) is not FAILED:
             self.stats.add(entries=1, bytes=len(data))
 
     def delete(self, name: str, size: int | None) -> None:

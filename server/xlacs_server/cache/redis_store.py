@@ -14,7 +14,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from xlacs_server.cache.persistent import PersistentTier
-from xlacs_server.cache.redis_blobs import RedisBlobs
+from xlacs_server.cache.redis_blobs import FAILED, RedisBlobs
 from xlacs_server.cache.secret import cache_secret
 from xlacs_server.cache.stats import TierStats
 from xlacs_server.config import Settings
@@ -29,7 +29,6 @@ SOCKET_TIMEOUT_S = 0.5
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.25, 5.0  # after a failure, Redis is left alone this long, doubling
 POLL_S = 0.05  # how often a replica waiting on another's lease looks whether it is gone
 
-FAILED = object()
 # Renew or drop the lease only while it is still ours: it may have expired and been taken by another replica.
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"

@@ -1,5 +1,6 @@
-"""UploadBlobs: a stream of chunks put together into blobs, one blob at a time (so a call holds at most one
-blob's bytes), each stored only once its bytes hash to its digest (docs/cache.md, Blobs)."""
+"""FindMissingBlobs: the digests no tier holds. UploadBlobs: a stream of chunks put together into blobs, one blob
+at a time (so a call holds at most one blob's bytes), each stored only once its bytes hash to its digest
+(docs/cache.md, Blobs)."""
 from __future__ import annotations
 
 import hashlib
@@ -8,8 +9,18 @@ from typing import Callable
 
 from xlacs.v1 import xlacs_pb2
 
-from xlacs_server.cache.blobs import Blobs, checked_digest
+from xlacs_server.cache.blobs import Blobs
+from xlacs_server.digest import Digest, checked_digest
 from xlacs_server.errors import InvalidRequest, LimitExceeded
+
+
+def find_missing(blobs: Blobs, digests: list[Digest], max_digests: int) -> tuple[list[Digest], int]:
+    """(the digests no tier holds, the bytes of the others: not uploaded); more than `max_digests`
+    (max_graph_nodes: a graph's blobs are at most one per node) is LimitExceeded."""
+    if len(digests) > max_digests:
+        raise LimitExceeded(f"FindMissingBlobs asks about {len(digests)} digests", "max_graph_nodes", max_digests)
+    missing = blobs.missing(digests)
+    return missing, sum(d.size for d in set(digests).difference(missing))
 
 
 def upload(blobs: Blobs, chunks: Iterable[xlacs_pb2.BlobChunk], max_blob_bytes: int,

@@ -1,1 +1,1 @@
-"""Stage 5: compile the lowered program through PJRT, keyed for the cache."""
+"""Stage 5: PJRT compile, keyed for the cache. Imports execute/, lower/, unit/, graph/, top-level metrics/version."""

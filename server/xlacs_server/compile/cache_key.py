@@ -1,7 +1,7 @@
 """The cache key: a hash of named ingredients, as jax's cache_key. The graph's name is not one: the same
 program under another name is the same executable.
 
-The ingredients themselves are listed by CompilationService.ingredients; this module hashes them and reads
+The ingredients themselves are listed by CompilePath.ingredients (pipeline/compile_path.py); this module hashes them and reads
 the parts that come from the code and the runtime rather than the request (xlacs' own source, the device,
 the versions, the compile options).
 """

@@ -16,7 +16,7 @@ from xlacs import dtypes
 from xlacs.digests import blob_chunks, digest, key
 from xlacs.v1 import xlacs_pb2
 
-from xlacs_server.cache.blobs import Digest
+from xlacs_server.digest import Digest
 from xlacs_server.execute.executable import LoadedExecutable
 from xlacs_server.tensor_sig import TensorSig
 

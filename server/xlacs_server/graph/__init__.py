@@ -1,1 +1,1 @@
-"""Stage 1: GraphDef bytes -> Graph, the IR every later stage reads."""
+"""Stage 1: GraphDef bytes -> Graph, the IR every later stage reads. Imports the top-level config/errors only."""

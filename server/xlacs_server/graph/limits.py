@@ -36,7 +36,7 @@ _BUDGET: contextvars.ContextVar[DecodeBudget | None] = contextvars.ContextVar("d
 
 @contextlib.contextmanager
 def decode_budget(settings: Settings) -> Iterator[None]:
-    """Scopes one request's budget (CompilationService does, per call)."""
+    """Scopes one request's budget (the compile path does, per call: pipeline/request.py within_limits)."""
     token = _BUDGET.set(DecodeBudget(settings.max_fill_bytes, settings.max_attr_list_length))
     try:
         yield

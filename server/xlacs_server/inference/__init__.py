@@ -1,4 +1,7 @@
-"""The Open Inference Protocol (KServe v2) over HTTP/REST and gRPC: served models' health, metadata and inference."""
+"""The Open Inference Protocol. Imports models/ and the top-level config/errors/version only.
+
+KServe v2 over HTTP/REST and gRPC: served models' health, metadata and inference. The daemon (daemon.py) is handed
+in."""
 from xlacs_server.errors import NotFound
 
 # Triton's extensions xlacs offers, as both transports' server metadata lists them.

@@ -18,11 +18,11 @@ from google.protobuf import json_format
 from pydantic import BaseModel
 
 from xlacs_server import version as xlacs_version
+from xlacs_server.config import REQUEST_HEADROOM_BYTES
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unimplemented
 from xlacs_server.inference import (EXTENSIONS, binary_data, content_coding, infer_request, parameters, statistics_of,
                                     status)
 from xlacs_server.models.model import READY, ready
-from xlacs_server.rpc.server import REQUEST_HEADROOM_BYTES
 
 SHARED_MEMORY = parameters.OFFERED_INSTEAD["shared_memory_region"]
 NOT_OFFERED = [  # Triton's extensions xlacs leaves out: their paths answer 501 saying what xlacs offers instead

@@ -9,7 +9,7 @@ from google.protobuf import json_format, text_format
 from google.protobuf.message import Message
 
 from xlacs_server.errors import InvalidRequest
-from xlacs_server.inference.v2 import model_config_pb2
+from xlacs_server.models.v2 import model_config_pb2
 
 CONFIG_FILE = "config.pbtxt"
 SAVED_MODEL = "tensorflow_savedmodel"

@@ -5,7 +5,7 @@ import numpy as np
 
 from xlacs import dtypes
 from xlacs_server.errors import InvalidRequest
-from xlacs_server.inference.v2 import model_config_pb2
+from xlacs_server.models.v2 import model_config_pb2
 
 _BY_DATATYPE = {
     "BOOL": np.dtype(np.bool_),

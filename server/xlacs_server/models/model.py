@@ -14,18 +14,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from xlacs_server.batching.dynamic_batcher import DynamicBatcher
+from xlacs_server.buckets.routed import execute_routed
 from xlacs_server.buckets.sizes import bucket_sizes
 from xlacs_server.errors import InvalidRequest, NotFound, Unavailable
 from xlacs_server.execute.executable import RunTimes
-from xlacs_server.inference.v2 import model_config_pb2
+from xlacs_server.gates import Call
+from xlacs_server.models.v2 import model_config_pb2
 from xlacs_server.models import datatypes, source
 from xlacs_server.models.statistics import ModelStatistics
-from xlacs_server.rpc.limits import Call
-from xlacs_server.rpc.routed import execute_routed
-from xlacs_server.service import CompileSpec
+from xlacs_server.pipeline.request import CompileSpec
 
 if TYPE_CHECKING:
-    from xlacs_server.service import CompilationService, CompileResult
+    from xlacs_server.buckets.dynamic import DynamicExecutables
+    from xlacs_server.pipeline.request import CompileResult
+    from xlacs_server.service import CompilationService
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class Background:
 
 
 class ServedModel:
-    def __init__(self, service: CompilationService, version_dir: pathlib.Path,
+    def __init__(self, service: CompilationService, dynamic: DynamicExecutables, version_dir: pathlib.Path,
                  config: model_config_pb2.ModelConfig):
         self.name, self.version = version_dir.parent.name, version_dir.name
         self.state, self.reason = LOADING, ""
@@ -72,6 +74,7 @@ class ServedModel:
         self.statistics = ModelStatistics(self.name, self.version)
         self.batcher: DynamicBatcher | None = None  # a config with dynamic_batching has one
         self._service = service
+        self._dynamic = dynamic
         self._version_dir = version_dir
         self._source: source.Source | None = None
         self._spec: CompileSpec | None = None
@@ -127,7 +130,7 @@ class ServedModel:
         """The executable (static) or dynamic executable (batching) of the version; its id is kept for infer."""
         call = self._compile_call(context)
         if self.max_batch_size:
-            compiled, cache, _ = self._service.compile_dynamic(self._spec, call.checkpoint, call.slot)
+            compiled, cache, _ = self._dynamic.compile(self._spec, call.checkpoint, call.slot)
         else:
             result = self._service.compile(self._spec, call.checkpoint, call.slot)
             compiled, cache = result.loaded, result.cache
@@ -155,7 +158,7 @@ class ServedModel:
             caches.append(result.cache)
             return result
         zeros = {b.tensor: np.zeros((bucket, *b.dims), b.dtype) for b in self._source.inputs}
-        self._service.dynamic.route(self._executable_id, zeros, compile)
+        self._dynamic.route(self._executable_id, zeros, compile)
         log.info("%r: batch bucket %d ready (%s) in %.0f ms", self, bucket, caches[0] if caches else "loaded",
                  (time.perf_counter() - start) * 1e3)
 
@@ -224,7 +227,7 @@ class ServedModel:
         times = RunTimes()
 
         def execute():
-            return execute_routed(self._service, call, self._executable_id, feeds,
+            return execute_routed(self._dynamic, call, self._executable_id, feeds,
                                   lambda spec: self._compile_bucket(spec, call.context), times=times)
         try:
             _, results, _ = execute()

@@ -17,6 +17,7 @@ from xlacs_server.models import config as configs
 from xlacs_server.models.model import READY, UNAVAILABLE, ServedModel
 
 if TYPE_CHECKING:
+    from xlacs_server.buckets.dynamic import DynamicExecutables
     from xlacs_server.service import CompilationService
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,9 @@ class VersionStatus:
 
 
 class ModelRepository:
-    def __init__(self, service: CompilationService):
+    def __init__(self, service: CompilationService, dynamic: DynamicExecutables):
         self._service = service
+        self._dynamic = dynamic  # a model's feeds may have unknown dims (buckets/)
         path = service.settings.model_repository
         self.directory = pathlib.Path(path).expanduser() if path else None
         if self.directory is not None and not self.directory.is_dir():
@@ -105,7 +107,7 @@ class ModelRepository:
                     self._reasons[name] = str(e) or type(e).__name__
                 log.warning("model %r failed to load: %s", name, e)
                 raise
-            loading = {str(v): ServedModel(self._service, model_dir / str(v), config) for v in chosen}
+            loading = {str(v): ServedModel(self._service, self._dynamic, model_dir / str(v), config) for v in chosen}
             with self._lock:
                 old = self._models.get(name, {})
                 if not any(m.state == READY for m in old.values()):

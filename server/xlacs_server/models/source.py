@@ -11,7 +11,7 @@ from xlacs.saved_model import DEFAULT_SIGNATURE, SavedModel, SavedModelError
 
 from xlacs_server.errors import InvalidRequest, LimitExceeded
 from xlacs_server.graph.ir import Endpoint
-from xlacs_server.inference.v2 import model_config_pb2
+from xlacs_server.models.v2 import model_config_pb2
 from xlacs_server.models import config as configs
 from xlacs_server.models import datatypes
 

@@ -1,5 +1,5 @@
 """Readiness that tells the truth, on the gRPC health service as on /readyz and /v2/health/ready (all of them ask
-`CompilationService.unready`). While every slot of a gate is held by calls running past their limit (an XLA
+`Daemon.unready`, daemon.py). While every slot of a gate is held by calls running past their limit (an XLA
 compile or a program run in the daemon, which nothing can stop), the daemon is not ready: the health service
 answers NOT_SERVING, so a balancer sends calls elsewhere until a slot frees. The Open Inference Protocol's service
 and the whole server ("") are not ready either until the model repository's initial load has ended, as

@@ -7,26 +7,23 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
-from xlacs_server.config import Settings
+from xlacs_server.config import REQUEST_HEADROOM_BYTES, Settings
+from xlacs_server.daemon import Daemon
 from xlacs_server.inference import grpc_servicer
 from xlacs_server.inference.v2 import grpc_service_pb2_grpc
+from xlacs_server.rpc import readiness
 from xlacs_server.rpc.auth import AuthInterceptor, TokenStore
 from xlacs_server.rpc.errors import ErrorInterceptor
 from xlacs_server.rpc.execute_wire import ExecuteWireInterceptor
 from xlacs_server.rpc.malformed import MalformedRequestInterceptor
 from xlacs_server.rpc.received import ReceivedBytesInterceptor
-from xlacs_server.rpc import readiness
 from xlacs_server.rpc.servicer import CompilerServicer
-from xlacs_server.service import CompilationService
 
 SERVICE_NAME = xlacs_pb2.DESCRIPTOR.services_by_name["Compiler"].full_name
 MAX_PROTOBUF_BYTES = 2 ** 31 - 1  # protobuf cannot serialize a message of 2 GiB or more
-# A request carries a GraphDef or inputs plus names and framing: the transport admits this much more, so
-# that the byte limits answer with their own names.
-REQUEST_HEADROOM_BYTES = 16 << 20
 
 
-def create_server(service: CompilationService, address: str) -> tuple[grpc.Server, int, health.HealthServicer]:
+def create_server(service: Daemon, address: str) -> tuple[grpc.Server, int, health.HealthServicer]:
     """A started-ready (not yet started) server bound to `address`; port 0 picks a free port."""
     settings = service.settings
     tokens = TokenStore.from_settings(settings)

@@ -5,15 +5,16 @@ from xlacs import dtypes, tensors
 from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 from xlacs_server import version
 from xlacs_server.buckets.dynamic import has_unknown_dims
-from xlacs_server.cache.blobs import checked_digest
+from xlacs_server.buckets.routed import execute_routed
+from xlacs_server.daemon import Daemon
+from xlacs_server.digest import checked_digest
 from xlacs_server.errors import InvalidRequest, LimitExceeded
 from xlacs_server.execute.download import download
 from xlacs_server.execute.executable import QUICK
+from xlacs_server.gates import Gates
 from xlacs_server.lower import registry
+from xlacs_server.pipeline.request import CompileSpec
 from xlacs_server.rpc import execute_io
-from xlacs_server.rpc.limits import Gates
-from xlacs_server.rpc.routed import execute_routed
-from xlacs_server.service import CompilationService, CompileSpec
 
 
 def _sig(s) -> xlacs_pb2.TensorSpec:
@@ -26,7 +27,7 @@ def _signature(executable) -> xlacs_pb2.Signature:
 
 
 class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
-    def __init__(self, service: CompilationService, gates: Gates):
+    def __init__(self, service: Daemon, gates: Gates):
         self.service = service
         self.gates = gates
 
@@ -46,7 +47,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                            digest, manifest, tuple(request.bucket_sizes), request.wait_optimized)
         if has_unknown_dims(feeds):  # compiles into shape buckets when Executes need them (buckets/)
             dynamic, cache, stage_ms = self.gates.compile.run(
-                context, lambda call: self.service.compile_dynamic(spec, call.checkpoint, call.slot))
+                context, lambda call: self.service.dynamic.compile(spec, call.checkpoint, call.slot))
             return xlacs_pb2.CompileResponse(executable_id=dynamic.id, signature=_signature(dynamic),
                                              stage_ms=stage_ms, cache=cache)
         result, dumps = self.gates.compile.run(context, lambda call: (
@@ -73,7 +74,7 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
 
     def _execute(self, call, executable_id: str, inputs: dict, keep: dict[str, float], state_id: str):
         """(executable, outputs, execute_ms); a bucket this daemon lacks compiles under the compile gate."""
-        return execute_routed(self.service, call, executable_id, inputs, lambda spec: self.gates.compile.run(
+        return execute_routed(self.service.dynamic, call, executable_id, inputs, lambda spec: self.gates.compile.run(
             call.context, lambda compiling: self.service.compile(spec, compiling.checkpoint, compiling.slot)), keep,
             state_id)
 

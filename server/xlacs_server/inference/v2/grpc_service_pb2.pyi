@@ -1,4 +1,4 @@
-from xlacs_server.inference.v2 import model_config_pb2 as _model_config_pb2
+from xlacs_server.models.v2 import model_config_pb2 as _model_config_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

@@ -1,0 +1,112 @@
+"""The loaded executables: an executable bound to its weights on a device (LoadedExecutable) under its executable
+id, least recently used ones dropped past max_loaded and max_weight_bytes, and the ids that Compiles by digest
+remember for the next one of the same request."""
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+from typing import Callable, ContextManager
+
+import numpy as np
+
+from xlacs_server.config import Settings
+from xlacs_server.errors import LimitExceeded, NotFound, echoed
+from xlacs_server.execute.devices import DeviceRef
+from xlacs_server.execute.executable import Executable, LoadedExecutable
+from xlacs_server.execute.weights import WeightStore, content_hash, weights_digest
+from xlacs_server.tensor_sig import TensorSig
+
+
+def untimed(stage: str) -> ContextManager:
+    return contextlib.nullcontext()
+
+
+class LoadedExecutables:
+    def __init__(self, settings: Settings, weights: WeightStore, default_device: str):
+        self.settings = settings
+        self.weights = weights
+        self.default_device = default_device  # its bindings' ids name no device
+        self._loaded: collections.OrderedDict[str, LoadedExecutable] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        # A Compile by digest whose graph, signature, device and name were bound before -> that binding's id
+        self._by_digest: collections.OrderedDict[tuple, str] = collections.OrderedDict()
+
+    def get(self, executable_id: str) -> LoadedExecutable:
+        """The loaded executable of `executable_id`, now the most recently used; NOT_FOUND if it is not loaded."""
+        with self._lock:
+            loaded = self._loaded.get(executable_id)
+            if loaded is not None:
+                self._loaded.move_to_end(executable_id)
+        if loaded is None:
+            raise NotFound(f"executable {echoed(executable_id)} is not loaded on this server; Compile it first")
+        return loaded
+
+    def bind(self, executable: Executable, values: list[np.ndarray], blob_hashes: list[str],
+             inputs: list[TensorSig], outputs: list[TensorSig], device: DeviceRef,
+             stage: Callable[[str], ContextManager] = untimed) -> LoadedExecutable:
+        """The executable bound to the lifted weights `values` (the sha256 of whose raw bytes are `blob_hashes`) and
+        to the names of `inputs` and `outputs`; its id adds the weights' digest to the key. An executable with a
+        prepare part runs it on the weights (stage "prepare") unless a binding of the same weights holds its
+        results; the lifted weights that only it reads are then uploaded for that run only. `stage(name)` times
+        each stage of it."""
+        with stage("bind"):
+            size = sum(v.nbytes for v in values)
+            if size > self.settings.max_weight_bytes:
+                raise LimitExceeded(f"the graph's weights take {size} bytes", "max_weight_bytes",
+                                    self.settings.max_weight_bytes)
+            hashes = [content_hash(v.dtype, v.shape, blob) for v, blob in zip(values, blob_hashes)]
+            digest = weights_digest(hashes)
+            prepare = executable.prepare
+            call = range(len(values)) if prepare is None else prepare.call_params
+            buffers = self.weights.upload([values[i] for i in call], [hashes[i] for i in call], device.device)
+        if prepare is not None:
+            with stage("prepare"):
+                prepared, _ = self.weights.prepared(
+                    f"{executable.key}.{digest}", len(prepare.outputs), device.device,
+                    lambda: prepare.run(self.weights.upload(values, hashes, device.device)))
+            buffers += prepared
+        with stage("bind"):
+            loaded = self._register(executable, inputs, outputs, digest if values else "", buffers)
+        return loaded
+
+    def _register(self, executable: Executable, inputs: list[TensorSig], outputs: list[TensorSig], digest: str,
+                  buffers: list) -> LoadedExecutable:
+        """The binding under its executable id, the least recently used ones dropped past the budgets."""
+        loaded = LoadedExecutable(self._executable_id(executable, digest), executable, buffers, inputs, outputs)
+        with self._lock:
+            self._loaded[loaded.id] = loaded
+            self._loaded.move_to_end(loaded.id)
+            # Least recently used ids go first; an Execute of one then gets NOT_FOUND, and the client compiles
+            # again (an L1 hit that uploads the weights anew).
+            while len(self._loaded) > self.settings.max_loaded or (
+                    len(self._loaded) > 1 and self.weights.resident_bytes() > self.settings.max_weight_bytes):
+                self._loaded.popitem(last=False)
+                self.weights.evicted()
+        return loaded
+
+    def _executable_id(self, executable: Executable, digest: str) -> str:
+        """The cache key, then the weights' digest if it has weights, then `@device` if the program is loaded on a
+        device other than the default one: each device holds its own binding."""
+        device = executable.device.name
+        return (f"{executable.key}.{digest[:16]}" if digest else executable.key) + \
+            ("" if device == self.default_device else f"@{device}")
+
+    def remember(self, by_digest: tuple, loaded: LoadedExecutable) -> None:
+        """A Compile by digest's binding, for the next one with the same graph, signature, device and name."""
+        with self._lock:
+            self._by_digest[by_digest] = loaded.id
+            self._by_digest.move_to_end(by_digest)
+            while len(self._by_digest) > self.settings.max_loaded:
+                self._by_digest.popitem(last=False)
+
+    def remembered(self, by_digest: tuple) -> LoadedExecutable | None:
+        """The binding a Compile by digest made before, while it is loaded; an entry whose binding is gone is
+        dropped."""
+        with self._lock:
+            loaded = self._loaded.get(self._by_digest.get(by_digest, ""))
+            if loaded is None:
+                self._by_digest.pop(by_digest, None)
+                return None
+            self._loaded.move_to_end(loaded.id)
+        return loaded
