@@ -8,13 +8,14 @@ from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 import grpc
 import numpy as np
 
-from xlacs import dtypes, resident, streaming, tensors
+from xlacs import dtypes, resident, streaming
 from xlacs.auth import BearerToken
 from xlacs.digests import FileDigests
 from xlacs.errors import error_details
+from xlacs.freeze import freeze
 from xlacs.graph_source import GraphSource
-from xlacs.resident import ResidentTensor
 from xlacs.local import BlobMemo, LocalExecutable, download
+from xlacs.resident import ResidentTensor, fetch_tensors, free_tensors
 from xlacs.saved_model import DEFAULT_SIGNATURE, SignatureExecutable, compile_saved_model
 from xlacs.shared_memory import Regions
 from xlacs.states import State, create_state
@@ -185,7 +186,8 @@ class Executable:
         extra); where this process cannot run it, one that calls the daemon and says why (`runs`, `reason`).
         Weights downloaded before by this client are not sent again. A daemon that does not know the id
         compiles it again by digest first, as for execute."""
-        return self._failover(lambda: download(self, self._client.blob_memo), retry_unavailable=False)
+        return self._failover(lambda: download(self._client, self.id, self._client.blob_memo, self.execute),
+                              retry_unavailable=False)
 
 
 class Client:
@@ -248,7 +250,6 @@ class Client:
                          lower_control_flow: bool = True, bucket_sizes: Sequence[int] = ()) -> Executable:
         """Freezes a tf.function for `input_signature` (tf.TensorSpecs) with TensorFlow, then compiles it. A
         None dim (tf.TensorSpec([None, 224, 224, 3])) compiles into shape buckets, as in `compile`."""
-        from xlacs.freeze import freeze
         frozen = freeze(fn, *input_signature, lower_control_flow=lower_control_flow)
         return self.compile(frozen.graph_def, frozen.feeds, frozen.fetches, device=device,
                             name=name or getattr(fn, "__name__", ""), bucket_sizes=bucket_sizes)
@@ -275,15 +276,11 @@ class Client:
 
     def fetch(self, resident_tensors: Iterable[ResidentTensor]) -> list[np.ndarray]:
         """The values of resident tensors, copied here in one call; they stay on the daemon."""
-        response = self.stub.FetchTensors(xlacs_pb2.FetchTensorsRequest(handles=[t.handle for t in resident_tensors]),
-                                          timeout=self.timeout)
-        return [tensors.from_proto(t) for t in response.tensors]
+        return fetch_tensors(self, resident_tensors)
 
     def free(self, resident_tensors: Iterable[ResidentTensor]) -> tuple[int, int]:
         """Frees resident tensors on the daemon in one call: (tensors, bytes) freed, without those already gone."""
-        response = self.stub.FreeTensors(xlacs_pb2.FreeTensorsRequest(handles=[t.handle for t in resident_tensors]),
-                                         timeout=self.timeout)
-        return response.tensors, response.bytes
+        return free_tensors(self, resident_tensors)
 
     def create_state(self, source, *, device: str = "", names: Mapping[str, str] | None = None) -> State:
         """A variable state on the daemon (docs/training.md), from `source`: {variable name: array}, named as the

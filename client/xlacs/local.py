@@ -14,21 +14,21 @@ import dataclasses
 import hashlib
 import threading
 import warnings
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from xlacs import dtypes
+from xlacs.connection import Connection
 from xlacs.digests import key
 from xlacs.v1 import xlacs_pb2
-
-if TYPE_CHECKING:
-    from xlacs.client import Executable
 
 LOCAL, REMOTE = "local", "remote"
 # Weight bytes a client remembers for later downloads; beyond this the least recently used are forgotten.
 MEMO_BYTES = 1 << 30
 RUNTIME_FIELDS = ("platform", "platform_version", "jaxlib_version")
+# How the daemon runs an executable (xlacs.Executable.execute): a LocalExecutable that cannot run here calls it.
+Remote = Callable[[Mapping[str, np.ndarray] | Sequence[np.ndarray]], list]
 
 
 class BlobMismatch(ValueError):
@@ -78,9 +78,9 @@ class LocalExecutable:
     run its program (`runs == "remote"`, and `reason` says which versions differ). Call it with numpy arrays in
     feed order, or a {feed: array} dict; outputs come back in fetch order."""
 
-    def __init__(self, executable: "Executable", package: xlacs_pb2.ExecutablePackage, report: DownloadReport,
+    def __init__(self, remote: Remote, package: xlacs_pb2.ExecutablePackage, report: DownloadReport,
                  reason: str = "", program=None, place=None, weights: Sequence = ()):
-        self._executable = executable
+        self._remote = remote
         self.package = package
         self.id = package.executable_id
         self.signature = package.signature
@@ -95,7 +95,7 @@ class LocalExecutable:
     def execute(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
         """Outputs in fetch order."""
         if self.runs == REMOTE:
-            return self._executable.execute(inputs)
+            return self._remote(inputs)
         results = self._program.execute_sharded([*self._place(self._checked(inputs)), *self._weights])
         return [np.asarray(shards[0]) for shards in results.disassemble_into_single_device_arrays()]
 
@@ -150,12 +150,13 @@ def verified(name: str, digest: xlacs_pb2.Digest, data) -> None:
                            f"its {len(data)} bytes hash to {got}; nothing was run")
 
 
-def download(executable: "Executable", memo: BlobMemo) -> LocalExecutable:
-    """`executable` downloaded (the weights `memo` holds are not sent again), checked and loaded here, or a
-    LocalExecutable that calls the daemon when this process cannot run it (with a RuntimeWarning saying why)."""
-    client = executable._client
-    responses = client.stub.DownloadExecutable(
-        xlacs_pb2.DownloadExecutableRequest(executable_id=executable.id, have=memo.digests()), timeout=client.timeout)
+def download(connection: Connection, executable_id: str, memo: BlobMemo, remote: Remote) -> LocalExecutable:
+    """The executable downloaded from `connection`'s daemon (the weights `memo` holds are not sent again), checked
+    and loaded here, or a LocalExecutable that calls `remote` when this process cannot run it (with a RuntimeWarning
+    saying why)."""
+    responses = connection.stub.DownloadExecutable(
+        xlacs_pb2.DownloadExecutableRequest(executable_id=executable_id, have=memo.digests()),
+        timeout=connection.timeout)
     package = next(responses).package
     report = DownloadReport()
     reason = differences(package)
@@ -163,7 +164,7 @@ def download(executable: "Executable", memo: BlobMemo) -> LocalExecutable:
         responses.cancel()  # its blobs would not be used
         warnings.warn(f"executable {package.executable_id} runs on the daemon, not here: {reason}", RuntimeWarning,
                       stacklevel=3)
-        return LocalExecutable(executable, package, report, reason)
+        return LocalExecutable(remote, package, report, reason)
     received = _received(responses, report)
     named = [("the program", package.program), *((f"weight {s.name!r}", d)
                                                   for s, d in zip(package.weights, package.weight_blobs, strict=True))]
@@ -180,7 +181,7 @@ def download(executable: "Executable", memo: BlobMemo) -> LocalExecutable:
         blobs.append(data)
     for digest, data in zip(package.weight_blobs, blobs[1:]):
         memo.put(digest, data)
-    return LocalExecutable(executable, package, report, "", *_loaded(package, blobs[0], blobs[1:]))
+    return LocalExecutable(remote, package, report, "", *_loaded(package, blobs[0], blobs[1:]))
 
 
 def _received(responses, report: DownloadReport) -> dict[tuple[str, int], bytearray]:

@@ -3,15 +3,13 @@ later Executes take as inputs without sending their bytes either way."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 import numpy as np
 
 from xlacs import dtypes, tensors
+from xlacs.connection import Connection
 from xlacs.v1 import xlacs_pb2
-
-if TYPE_CHECKING:
-    from xlacs.client import Client
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +21,7 @@ class ResidentTensor:
     name: str  # the output it was
     dtype: np.dtype
     shape: tuple[int, ...]
-    client: "Client" = dataclasses.field(repr=False, compare=False)
+    client: Connection = dataclasses.field(repr=False, compare=False)  # the Client whose daemon keeps it
 
     @property
     def nbytes(self) -> int:
@@ -31,11 +29,11 @@ class ResidentTensor:
 
     def fetch(self) -> np.ndarray:
         """Its value, copied to this process; it stays on the daemon."""
-        return self.client.fetch([self])[0]
+        return fetch_tensors(self.client, [self])[0]
 
     def free(self) -> bool:
         """Frees it on the daemon now; False if it was gone already (freed, or its time to live ran out)."""
-        return self.client.free([self])[0] == 1
+        return free_tensors(self.client, [self])[0] == 1
 
 
 def output_requests(names: Iterable[str], keep: bool | str | Iterable[str],
@@ -56,8 +54,23 @@ def fill_input(tensor: xlacs_pb2.Tensor, name: str, value) -> None:
         tensors.fill(tensor, name, value)
 
 
-def output(client: "Client", tensor: xlacs_pb2.Tensor) -> np.ndarray | ResidentTensor:
-    """An output of an Execute: its array, or the ResidentTensor of a kept one."""
+def output(connection: Connection, tensor: xlacs_pb2.Tensor) -> np.ndarray | ResidentTensor:
+    """An output of an Execute on `connection`: its array, or the ResidentTensor of a kept one."""
     if tensor.handle:
-        return ResidentTensor(tensor.handle, tensor.name, dtypes.to_numpy(tensor.dtype), tuple(tensor.shape), client)
+        return ResidentTensor(tensor.handle, tensor.name, dtypes.to_numpy(tensor.dtype), tuple(tensor.shape),
+                              connection)
     return tensors.from_proto(tensor)
+
+
+def fetch_tensors(connection: Connection, resident_tensors: Iterable[ResidentTensor]) -> list[np.ndarray]:
+    """The values of resident tensors, copied here in one call; they stay on the daemon."""
+    response = connection.stub.FetchTensors(
+        xlacs_pb2.FetchTensorsRequest(handles=[t.handle for t in resident_tensors]), timeout=connection.timeout)
+    return [tensors.from_proto(t) for t in response.tensors]
+
+
+def free_tensors(connection: Connection, resident_tensors: Iterable[ResidentTensor]) -> tuple[int, int]:
+    """Frees resident tensors on the daemon in one call: (tensors, bytes) freed, without those already gone."""
+    response = connection.stub.FreeTensors(
+        xlacs_pb2.FreeTensorsRequest(handles=[t.handle for t in resident_tensors]), timeout=connection.timeout)
+    return response.tensors, response.bytes

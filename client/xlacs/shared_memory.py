@@ -14,16 +14,14 @@ import fcntl
 import mmap
 import os
 import secrets
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping, Protocol
 
 import grpc
 import numpy as np
 
 from xlacs import dtypes
+from xlacs.connection import Connection
 from xlacs.v1 import xlacs_pb2
-
-if TYPE_CHECKING:
-    from xlacs.client import Client
 
 SHM_DIR = "/dev/shm"  # where Linux keeps POSIX shared-memory objects: shm_open("/k") is /dev/shm/k
 ALIGNMENT = 64  # of each array placed in a region: what XLA:CPU wants of a buffer to use it without a copy
@@ -85,6 +83,11 @@ class Regions:
             self._call, self.session_id = None, ""
 
 
+class RegionsConnection(Connection, Protocol):
+    """A Connection with its session of regions: what a SharedMemory is made with (xlacs.Client is one)."""
+    regions: Regions
+
+
 class SharedMemory:
     """`byte_size` bytes of shared memory registered with the daemon in the client's session: a new memfd sealed
     against shrinking and growing (`sealed`, the default where os.memfd_create exists), which the daemon maps, or a
@@ -94,7 +97,7 @@ class SharedMemory:
     has the daemon write the output into it. `close` (or the end of a `with` block) unregisters the region and
     unlinks the object; arrays still viewing it keep their memory until they go."""
 
-    def __init__(self, client: "Client", byte_size: int, *, mode: int = 0o600,
+    def __init__(self, client: RegionsConnection, byte_size: int, *, mode: int = 0o600,
                  sealed: bool = hasattr(os, "memfd_create")):
         if byte_size <= 0:
             raise ValueError(f"byte_size must be positive, not {byte_size}")

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from xlacs import dtypes, tensors
+from xlacs.connection import Connection
 from xlacs.saved_model.bundle import Bundle
 from xlacs.saved_model.loader import SavedModel
 from xlacs.v1 import xlacs_pb2
-
-if TYPE_CHECKING:
-    from xlacs.client import Client
 
 
 def initial_values(source, names: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
@@ -57,7 +55,7 @@ class State:
     id: str
     variables: dict[str, tuple[np.dtype, tuple[int, ...]]]  # name -> (dtype, shape)
     nbytes: int
-    client: "Client" = dataclasses.field(repr=False, compare=False)
+    client: Connection = dataclasses.field(repr=False, compare=False)  # the Client whose daemon keeps it
 
     def read(self, *names: str) -> dict[str, np.ndarray]:
         """The variables' current values (all of them without names), after any step in flight on the state."""
@@ -78,12 +76,12 @@ class State:
         self.delete()
 
 
-def create_state(client: "Client", source, device: str = "", names: Mapping[str, str] | None = None) -> State:
+def create_state(connection: Connection, source, device: str = "", names: Mapping[str, str] | None = None) -> State:
     """A state holding the variables of `source` (see initial_values) on `device` (the daemon's default when
     empty)."""
     request = xlacs_pb2.CreateStateRequest(device=device)
     for name, value in initial_values(source, names).items():
         tensors.fill(request.variables.add(), name, value)
-    response = client.stub.CreateState(request, timeout=client.timeout)
+    response = connection.stub.CreateState(request, timeout=connection.timeout)
     return State(response.state_id, {s.name: (dtypes.to_numpy(s.dtype), tuple(s.shape)) for s in response.variables},
-                 response.bytes, client)
+                 response.bytes, connection)
