@@ -1,6 +1,7 @@
 """TensorFlow as the numeric oracle: freeze a function, compile it through the service, compare outputs."""
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import meta_graph
 
 from xlacs import freeze
 
@@ -57,3 +58,12 @@ def compile_and_compare(client, fn, args, *, rtol=1e-4, atol=1e-5, lower_control
     for g, w in zip(got, want):
         assert_close(g, np.asarray(w), rtol=rtol, atol=atol)
     return executable
+
+
+def strip_default_attrs(graph_def: tf.compat.v1.GraphDef) -> tf.compat.v1.GraphDef:
+    """The GraphDef as TF writes it with `strip_default_attrs=True` (SavedModel's and export_meta_graph's option):
+    each attr left at its OpDef's default is dropped, in the nodes and in the library's function bodies."""
+    meta_graph_def = tf.compat.v1.MetaGraphDef()
+    meta_graph_def.graph_def.CopyFrom(graph_def)
+    meta_graph.strip_graph_default_valued_attrs(meta_graph_def)
+    return meta_graph_def.graph_def

@@ -151,7 +151,7 @@ def test_the_code_covers_a_lowering_rule_a_pass_and_the_op_defs(service, monkeyp
         monkeypatch.setattr(cache_key_module, "SOURCE_DIGEST", source_digest(tree))
         assert changed(base, ingredients(service, spec())) == {"code"}
         source.write_text(text)
-    op_list = tree["xlacs_server"] / "graph" / "data" / "op_list.pb"  # TF's attr defaults, which lowerings take
+    op_list = tree["xlacs_server"] / "graph" / "data" / "op_list.pb"  # TF's attr defaults, which the importer fills in
     original = op_list.read_bytes()
     op_list.write_bytes(original + b"\n\x00")  # one more OpDef, an empty one
     assert source_digest(tree) != digest

@@ -21,7 +21,7 @@ def lowering_id(lowering: registry.Lowering) -> str:
 @pytest.mark.parametrize("lowering", registry.registrations(), ids=lowering_id)
 def test_registration_matches_the_tf_opdef(lowering):
     """The rule takes exactly TF's attrs, each required exactly where TF has no default, declares no default of
-    its own (the engine passes TF's), and allows only dtypes that TF's OpDef allows."""
+    its own (the importer gives the node TF's), and allows only dtypes that TF's OpDef allows."""
     op_def = op_def_registry.get(lowering.op)
     assert op_def is not None, f"{lowering.op} is not a TF op"
     tf_attrs = {a.name: a for a in op_def.attr}

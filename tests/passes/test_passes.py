@@ -2,15 +2,23 @@
 import jax
 import numpy as np
 import pytest
+import tensorflow as tf
 from jax._src.dispatch import BACKEND_COMPILE_EVENT
+from tensorflow.python.framework import function as tf_function
 
 import xlacs_server.service  # noqa: F401  (registers passes and lowerings)
+from tests import tf1
 from tests.graphs import GraphBuilder
+from tests.oracle import rand
+from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidNode, UnsupportedOps
+from xlacs_server.graph import op_defs
+from xlacs_server.graph.function_def import to_graph
+from xlacs_server.graph.importer import import_graph
 from xlacs_server.graph.ir import Endpoint
 from xlacs_server.passes import (
     constant_fold, cse, infer_shapes, mark_for_compilation, prune, registry, remove_identities)
-from xlacs_server.passes.registry import Grouping, pipeline, register_pass
+from xlacs_server.passes.registry import Grouping, pipeline, register_pass, run_pipeline
 
 # The pipeline as README.md's Passes step describes it, in run order.
 PIPELINE = [
@@ -182,3 +190,33 @@ def test_mark_for_compilation_rejects_unknown_attrs():
     b.op("y", "Neg", "x", bogus=3)
     with pytest.raises(InvalidNode, match="unknown attr"):
         mark_for_compilation.mark_for_compilation(b.graph(["x:0"], ["y:0"]))
+
+
+def test_the_nodes_passes_write_hold_every_attr_of_their_opdef():
+    """As the importer gives every node the attrs its OpDef defaults, so do the passes that write nodes
+    (op_defs.new_node): the PartitionedCall of a TF1 Defun call, the While and If of TF1 control flow, the nodes
+    of a folded BatchNorm, in the graph and in the functions the passes write."""
+    graph = tf.Graph()
+    with tf1.control_flow_v1(), graph.as_default():
+        @tf_function.Defun(tf.float32)
+        def twice(a):
+            return a * 2.0
+
+        x = tf.compat.v1.placeholder(tf.float32, (1, 4, 4, 3), name="x")
+        y = tf.nn.bias_add(tf.nn.conv2d(x, tf.constant(rand((1, 1, 3, 4))), 1, "SAME"), tf.constant(rand((4,))))
+        y = tf.raw_ops.FusedBatchNormV3(x=y, scale=tf.constant(rand((4,))), offset=tf.constant(rand((4,))),
+                                        mean=tf.constant(rand((4,))), variance=tf.constant(rand((4,), low=0.5)),
+                                        is_training=False)[0]
+        y = tf.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, tf.cond(a[0, 0, 0, 0] > 0, lambda: a - 1.0,
+                                                                           lambda: -a)), (0, y))[1]
+        out = twice(y)  # fetched, so the call stays a call
+    imported = import_graph(graph.as_graph_def().SerializeToString(), Settings())  # every attr spelled out
+    imported = imported.replace(feeds=[Endpoint("x")], fetches=[Endpoint.parse(out.name)],
+                                feed_specs=[(np.dtype(np.float32), (1, 4, 4, 3))])
+    passed, _ = run_pipeline(imported)
+    bodies = [to_graph(f, {}, Settings.max_tensor_elements) for f in passed.library.values()]
+    nodes = [*passed.nodes.values(), *(n for body in bodies for n in body.nodes.values())]
+    assert {"PartitionedCall", "While", "If", "BiasAdd", "Reshape"} <= {n.op for n in nodes}
+    assert any("/folded/" in n.name for n in nodes)
+    for node in nodes:
+        assert set(op_defs.attr_defs(node.op) or {}) <= set(node.attrs), f"{node.name} ({node.op})"

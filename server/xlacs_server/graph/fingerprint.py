@@ -1,6 +1,7 @@
 """The canonical fingerprint of a compile unit: a Merkle hash over what the fetches reach.
 
-Node names, node order, device strings, `_`-prefixed attrs and debug info do not enter it; ops, attrs,
+Node names, node order, device strings, `_`-prefixed attrs and debug info do not enter it, nor whether the
+GraphDef spelled out the attrs at their OpDef's default (the importer adds them, library included); ops, attrs,
 topology, the feed positions, and the values of constants kept in the program do. Lifted weights enter by
 position, dtype and shape only. TF1 loop bodies, reached only through
 NextIteration back edges, enter through the sorted digests of their NextIteration nodes.

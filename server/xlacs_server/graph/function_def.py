@@ -12,6 +12,7 @@ from xlacs_server.errors import InvalidGraph
 from xlacs_server.graph import attrs, op_outputs
 from xlacs_server.graph.importer import export_node, import_nodes
 from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
+from xlacs_server.graph.op_defs import new_node
 
 ARG_OP = "_Arg"  # TF's own op for a function argument
 
@@ -29,8 +30,8 @@ def call_node(node: Node, fdef: tf.FunctionDef) -> Node:
     given = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
     types = {direction: [_arg_dtype(a, given) for a in args]
              for direction, args in (("Tin", fdef.signature.input_arg), ("Tout", fdef.signature.output_arg))}
-    return Node(node.name, "PartitionedCall", node.inputs, node.control_inputs,
-                {**types, "f": FuncRef(node.op, given)}, node.device)
+    return new_node(node.name, "PartitionedCall", node.inputs, node.control_inputs,
+                    {**types, "f": FuncRef(node.op, given)}, node.device)
 
 
 def to_graph(fdef: tf.FunctionDef, func_attrs: dict, max_elements: int, library: dict | None = None) -> Graph:
@@ -46,7 +47,7 @@ def to_graph(fdef: tf.FunctionDef, func_attrs: dict, max_elements: int, library:
     for index, arg in enumerate(fdef.signature.input_arg):
         if arg.name in nodes:
             raise InvalidGraph(f"function {name!r}: argument {arg.name!r} has the name of a node")
-        nodes[arg.name] = Node(arg.name, ARG_OP, [], [], {"T": _arg_dtype(arg, func_attrs), "index": index})
+        nodes[arg.name] = new_node(arg.name, ARG_OP, [], [], {"T": _arg_dtype(arg, func_attrs), "index": index})
     for node in nodes.values():
         node.inputs = [_resolve(nodes, library, e, name, node.name) for e in node.inputs]
         for control in node.control_inputs:

@@ -63,11 +63,14 @@ def _check_const(nd: tf.NodeDef, decoded: dict) -> None:
 
 def import_graph(data: bytes, settings: Settings) -> Graph:
     """The graph of a serialized GraphDef, within the settings' limits on its bytes, nodes, function nesting
-    and tensor elements, each checked before the work it bounds."""
+    and tensor elements, each checked before the work it bounds. Every node, in the graph and in the library's
+    functions, holds the attrs its op's OpDef defaults, whether the GraphDef spells them out or not (as TF's
+    `strip_default_attrs=True` writes it)."""
     limits.check_bytes(data, settings.max_graph_bytes)
     graph_def = parse_graph_def(data)
     limits.check_nodes(graph_def, settings.max_graph_nodes)
     limits.check_function_depth(graph_def, settings.max_function_depth)
+    op_defs.add_default_attrs(graph_def)
     graph = Graph(import_nodes(graph_def.node, settings.max_tensor_elements),
                   {f.signature.name: f for f in graph_def.library.function}, graph_def.versions.producer)
     for node in graph.nodes.values():

@@ -1,8 +1,11 @@
 """TensorFlow's OpDefs, and NodeDefs checked against them as TF's ValidateNodeDef does: each attr has the kind
 its op declares and at least its minimum, the attrs without a default are set, and the node has as many inputs
 as its op takes. A string where an int belongs, or a missing input, is an InvalidGraph at import rather than a
-crash in a pass or a lowering. The OpDefs are TF's own OpList (data/op_list.pb, made from TensorFlow by
-scripts/gen_op_defs.py), parsed once on first use, so the daemon never imports TensorFlow."""
+crash in a pass or a lowering. The import sets the attrs a node leaves at their OpDef's default, as TF's
+AddDefaultAttrsToGraphDef does, and a pass builds its nodes with new_node: past the import every node holds
+every attr of its OpDef, so a pass or a rule reads `node.attrs["epsilon"]` and restates no default. The OpDefs
+are TF's own OpList (data/op_list.pb, made from TensorFlow by scripts/gen_op_defs.py), parsed once on first use,
+so the daemon never imports TensorFlow."""
 from __future__ import annotations
 
 import functools
@@ -13,6 +16,7 @@ from xlacs.v1 import tf_graph_pb2 as tf
 from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidGraph
 from xlacs_server.graph import attrs
+from xlacs_server.graph.ir import Endpoint, Node
 
 # OpDef attr kinds -> the AttrValue field that holds them (in `list` for list kinds).
 FIELDS = {"string": "s", "int": "i", "float": "f", "bool": "b", "type": "type", "shape": "shape",
@@ -56,6 +60,23 @@ def default_attrs(op: str) -> dict[str, object]:
     on each call, so that no two nodes share a mutable value (a list)."""
     return {name: attrs.decode(d.default, Settings.max_tensor_elements)
             for name, d in (attr_defs(op) or {}).items() if d.default is not None}
+
+
+def add_default_attrs(graph_def: tf.GraphDef) -> None:
+    """Sets each attr that a node leaves out and its op's OpDef defaults to that default, in the graph's nodes and
+    in the bodies of its library's functions, as TF's AddDefaultAttrsToGraphDef does when it imports a graph. A
+    node whose op TF does not register (a call of a library function) keeps its attrs."""
+    for nd in [*graph_def.node, *(nd for function in graph_def.library.function for nd in function.node_def)]:
+        for name, declared in (attr_defs(nd.op) or {}).items():
+            if declared.default is not None and name not in nd.attr:
+                nd.attr[name].CopyFrom(declared.default)
+
+
+def new_node(name: str, op: str, inputs: list[Endpoint], control_inputs: list[str], given: dict,
+             device: str = "") -> Node:
+    """A node that a pass writes, holding, as an imported node does, every attr of its OpDef: `given` and the
+    defaults of those it leaves out."""
+    return Node(name, op, inputs, control_inputs, {**default_attrs(op), **given}, device)
 
 
 def check_node_def(nd: tf.NodeDef) -> None:

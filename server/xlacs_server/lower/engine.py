@@ -19,7 +19,6 @@ from xlacs_server import metrics
 from xlacs_server.errors import (DataDependentShape, InvalidGraph, InvalidNode, InvalidRequest, LoweringError,
                                  NotConstant, XlacsError)
 from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
-from xlacs_server.graph.op_defs import default_attrs
 from xlacs_server.graph.tensor_proto import is_splat
 from xlacs_server.lower import limits, registry
 from xlacs_server.lower.checks import KernelError
@@ -62,10 +61,8 @@ class Lowerer:
                                                  "input(s)", input=input_name)
             if not is_constant(inputs[index]):
                 raise (DataDependentShape if lowering.data_dependent_shape else NotConstant)(name, node.op, input_name)
-        # TF's graph builders write every attr, but a GraphDef may leave one at its OpDef's default, as TF's
-        # importer allows: the rule gets that default.
-        params = {k: v for k, v in default_attrs(node.op).items() if k in lowering.attrs} | \
-            {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+        # The importer (and a pass's new_node) gave the node the attrs its OpDef defaults.
+        params = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
         ctx = LoweringContext(node, self.platform, self, self.scope)
         try:
             leaves = jax.tree_util.tree_leaves(inputs)

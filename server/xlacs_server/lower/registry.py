@@ -1,9 +1,10 @@
 """The op lowering registry, as tf2xla's REGISTER_XLA_OP: op names, attrs, dtypes, devices, constant inputs.
 
 A rule is `rule(ctx, *inputs, **attrs) -> list`: operands positional, attrs keyword-only. The attrs a
-rule takes are its keyword-only parameters. Whether one is required is TF's OpDef's word: the engine passes
-the OpDef's default of an attr a node lacks, so a rule restates none of TF's defaults. Only for an attr TF
-does not declare (of an op TF does not register) does the rule's own default make it optional. Graph nodes
+rule takes are its keyword-only parameters. Whether one is required is TF's OpDef's word: the importer gives
+a node that lacks an attr its OpDef's default (graph/op_defs.py), so a rule restates none of TF's defaults.
+Only for an attr TF does not declare (of an internal op, which TF does not register) does the rule's own
+default make it optional. Graph nodes
 are checked against the registration when the graph loads, never mid-lowering.
 """
 from __future__ import annotations

@@ -28,5 +28,5 @@ class VariableRef:
 def variable_name(node) -> str:
     """The name a variable goes by: a VarHandleOp's shared_name (else its node name), a resource placeholder's
     node name."""
-    return node.attrs.get("shared_name") or node.name if node.op == "VarHandleOp" else node.name
+    return node.attrs["shared_name"] or node.name if node.op == "VarHandleOp" else node.name
 

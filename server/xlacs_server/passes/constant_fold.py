@@ -4,6 +4,7 @@ unless its value would be much bigger than its inputs (folding must never balloo
 import numpy as np
 
 from xlacs_server.graph.ir import Endpoint, Graph, Node
+from xlacs_server.graph.op_defs import new_node
 from xlacs_server.lower import registry
 from xlacs_server.lower.engine import Lowerer
 from xlacs_server.passes.registry import Grouping, register_pass
@@ -14,7 +15,7 @@ NOT_FOLDED = {"Const", "Placeholder", "PlaceholderWithDefault"}
 
 
 def _const(node: Node, value: np.ndarray) -> Node:
-    return Node(node.name, "Const", [], node.control_inputs, {"value": value, "dtype": value.dtype}, node.device)
+    return new_node(node.name, "Const", [], node.control_inputs, {"value": value, "dtype": value.dtype}, node.device)
 
 
 @register_pass(Grouping.OPTIMIZATION, phase=20)

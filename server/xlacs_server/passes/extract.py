@@ -8,6 +8,7 @@ import re
 from xlacs_server.errors import InvalidGraph
 from xlacs_server.graph import function_def
 from xlacs_server.graph.ir import Endpoint, FuncRef, Graph, Node
+from xlacs_server.graph.op_defs import new_node
 
 
 class Library:
@@ -67,7 +68,7 @@ def cut(nodes: dict[str, Node], members: set[str], args: dict[Endpoint, int], ar
 
     body: dict[str, Node] = {}
     for i, (name, dtype) in enumerate(zip(arg_names, arg_dtypes)):
-        body[name] = Node(name, function_def.ARG_OP, [], [], {"T": dtype, "index": i})
+        body[name] = new_node(name, function_def.ARG_OP, [], [], {"T": dtype, "index": i})
     for name, node in nodes.items():
         if name in members:
             body[name] = Node(name, node.op, [inside(e, f"node {name!r}") for e in node.inputs],

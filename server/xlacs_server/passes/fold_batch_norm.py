@@ -20,7 +20,7 @@ import numpy as np
 
 from xlacs_server.graph.attrs import Shape
 from xlacs_server.graph.ir import Endpoint, Graph, Node
-from xlacs_server.graph.op_defs import default_attrs
+from xlacs_server.graph.op_defs import new_node
 from xlacs_server.passes.registry import Grouping, register_pass
 from xlacs_server.unit.weights import weight_only
 
@@ -56,10 +56,6 @@ def fold_batch_norm(graph: Graph) -> Graph:
     return graph.replace(nodes=nodes)
 
 
-def _attrs(node: Node) -> dict:
-    return {**default_attrs(node.op), **node.attrs}
-
-
 def _is_weight(graph: Graph, e: Endpoint, only: set[str]) -> bool:
     return graph.nodes[e.node].op == "Const" or e.node in only
 
@@ -80,7 +76,8 @@ def _source(graph: Graph, e: Endpoint, readers, ops) -> Node | None:
 
 def _match(graph: Graph, node: Node, only: set[str], readers) -> _Fold | None:
     if node.op in BATCH_NORMS:
-        attrs = _attrs(node)
+        attrs = node.attrs
+        # FusedBatchNorm (V1) has no U: its statistics are of T.
         if attrs["is_training"] or attrs.get("U", attrs["T"]) != attrs["T"] or _reads_statistics(graph, node, readers) \
                 or not all(_is_weight(graph, e, only) for e in node.inputs[1:5]):
             return None
@@ -99,12 +96,13 @@ def _match(graph: Graph, node: Node, only: set[str], readers) -> _Fold | None:
     conv = _source(graph, bias_add.inputs[0] if bias_add else input_, readers, CONVOLUTIONS)
     if conv is None or not _is_weight(graph, conv.inputs[1], only):
         return None
-    attrs = _attrs(conv)
-    layouts = {attrs.get("data_format", "NHWC"), data_format} | \
-        ({_attrs(bias_add)["data_format"]} if bias_add else set())
+    attrs = conv.attrs
+    # A MatMul has no data_format: its output's channels are last, as NHWC's.
+    layouts = {"NHWC" if conv.op == "MatMul" else attrs["data_format"], data_format} | \
+        ({bias_add.attrs["data_format"]} if bias_add else set())
     filter_shape = _shape(graph, conv.inputs[1])
     scale_shape = _shape(graph, scale)
-    if len(layouts) != 1 or filter_shape is None or scale_shape is None or attrs["T"] != _attrs(node)["T"] or \
+    if len(layouts) != 1 or filter_shape is None or scale_shape is None or attrs["T"] != node.attrs["T"] or \
             (conv.op == "MatMul" and node.op != "Mul"):
         return None
     filter_channels = tuple(filter_shape[2:]) if conv.op == "DepthwiseConv2dNative" else \
@@ -133,7 +131,7 @@ def _rewrite(nodes: dict[str, Node], fold: _Fold) -> None:
         name = f"{root.name}/folded/{suffix}"
         while name in nodes:  # a graph may use any name
             name += "_"
-        nodes[name] = Node(name, op, inputs, [], attrs, conv.device)
+        nodes[name] = new_node(name, op, inputs, [], attrs, conv.device)
         return Endpoint(name)
 
     def const(suffix: str, value: np.ndarray) -> Endpoint:
@@ -164,5 +162,5 @@ def _rewrite(nodes: dict[str, Node], fold: _Fold) -> None:
                                                control_inputs=control)
     else:
         nodes[conv.name] = dataclasses.replace(conv, inputs=[conv.inputs[0], filter_])
-        nodes[root.name] = Node(root.name, "BiasAdd", [Endpoint(conv.name), bias], control,
-                                {**t, "data_format": fold.data_format}, root.device)
+        nodes[root.name] = new_node(root.name, "BiasAdd", [Endpoint(conv.name), bias], control,
+                                    {**t, "data_format": fold.data_format}, root.device)

@@ -18,6 +18,7 @@ import numpy as np
 
 from xlacs_server.errors import InvalidGraph
 from xlacs_server.graph.ir import Endpoint, Graph, Node
+from xlacs_server.graph.op_defs import new_node
 from xlacs_server.lower.check import FUNCTIONALIZED_OPS
 from xlacs_server.passes.extract import Library, closure, cut, splice, unique_name
 from xlacs_server.passes.functionalize_cond import functionalize_conds
@@ -87,7 +88,7 @@ def _functionalize_loop(graph: Graph, frame: Frame, frames: dict[str, Frame], li
         raise InvalidGraph(f"cannot functionalize {where}: it has {len(loop_conds)} LoopCond nodes, not one")
     loop_cond = nodes[loop_conds[0]]
     enters = [node for name, node in nodes.items() if name in members and node.op == "Enter"]
-    invariants = [e for e in enters if e.attrs.get("is_constant", False)]
+    invariants = [e for e in enters if e.attrs["is_constant"]]
     variables = [_variable(nodes, members, enter, loop_cond, where) for enter in enters if enter not in invariants]
     exits = {v.exit.name: i for i, v in enumerate(variables) if v.exit is not None}
     for name, node in nodes.items():
@@ -116,10 +117,10 @@ def _functionalize_loop(graph: Graph, frame: Frame, frames: dict[str, Frame], li
     used = cond_members | body_members
     control = [c for e in enters for c in e.control_inputs] + \
               [c for n, node in nodes.items() if n in used for c in node.control_inputs if frames[c] != frame]
-    attrs = {"T": dtypes, "cond": cond_ref, "body": body_ref, "output_shapes": [],
-             "parallel_iterations": enters[0].attrs.get("parallel_iterations", 10)}
-    loop = Node(name, "While", [e.inputs[0] for e in [v.enter for v in variables] + invariants],
-                list(dict.fromkeys(control)), attrs, loop_cond.device)
+    attrs = {"T": dtypes, "cond": cond_ref, "body": body_ref,
+             "parallel_iterations": enters[0].attrs["parallel_iterations"]}
+    loop = new_node(name, "While", [e.inputs[0] for e in [v.enter for v in variables] + invariants],
+                    list(dict.fromkeys(control)), attrs, loop_cond.device)
     frames[name] = frame[:-1]
     return splice(graph, members | set(exits), loop, exits)
 

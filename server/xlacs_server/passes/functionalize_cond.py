@@ -16,6 +16,7 @@ import numpy as np
 from xlacs_server.errors import InvalidGraph
 from xlacs_server.graph import op_outputs
 from xlacs_server.graph.ir import Endpoint, Graph, Node
+from xlacs_server.graph.op_defs import new_node
 from xlacs_server.passes.extract import Library, closure, cut, splice, unique_name
 
 SWITCH_OPS = ("Switch", "_SwitchN")
@@ -139,13 +140,13 @@ def _rewrite(graph: Graph, key: tuple, states, merged, library: Library) -> Grap
     inside = set().union(*members)
     control = [c for n in [*switches, *(node for name, node in nodes.items() if name in inside)]
                for c in n.control_inputs if c not in removed]
-    attrs = {"Tin": arg_dtypes, "Tout": out_dtypes, "output_shapes": []}
+    attrs = {"Tin": arg_dtypes, "Tout": out_dtypes}
     if is_if:
         attrs.update(Tcond=np.dtype(np.bool_), then_branch=refs[1], else_branch=refs[0])
     else:
         attrs.update(branches=refs)
-    replacement = Node(name, "If" if is_if else "Case", [predicate, *outer_inputs], list(dict.fromkeys(control)),
-                       attrs, switches[0].device)
+    replacement = new_node(name, "If" if is_if else "Case", [predicate, *outer_inputs],
+                           list(dict.fromkeys(control)), attrs, switches[0].device)
     outputs = {m.name: j for j, m in enumerate(merges)}
     return splice(graph, removed, replacement, outputs)
 

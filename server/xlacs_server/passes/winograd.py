@@ -19,7 +19,8 @@ import dataclasses
 import numpy as np
 
 from xlacs_server.graph.ir import Endpoint, Graph, Node
-from xlacs_server.passes.fold_batch_norm import _attrs, _shape
+from xlacs_server.graph.op_defs import new_node
+from xlacs_server.passes.fold_batch_norm import _shape
 from xlacs_server.passes.registry import Grouping, register_pass
 from xlacs_server.unit.weights import weight_only
 
@@ -42,7 +43,7 @@ def winograd(graph: Graph) -> Graph:
         name = f"{conv.name}/winograd_filter"
         while name in nodes:  # a graph may use any name
             name += "_"
-        nodes[name] = Node(name, "_WinogradFilter", [conv.inputs[1]], [], {"T": np.dtype(np.float32)}, conv.device)
+        nodes[name] = new_node(name, "_WinogradFilter", [conv.inputs[1]], [], {"T": np.dtype(np.float32)}, conv.device)
         attrs = {k: v for k, v in conv.attrs.items() if k.startswith("_")} | \
             {"T": np.dtype(np.float32), "padding": conv.attrs["padding"]}
         nodes[conv.name] = dataclasses.replace(conv, op="_WinogradConv2D", inputs=[conv.inputs[0], Endpoint(name)],
@@ -51,10 +52,10 @@ def winograd(graph: Graph) -> Graph:
 
 
 def _fits(graph: Graph, node: Node, only: set[str]) -> bool:
-    attrs = _attrs(node)
+    attrs = node.attrs
     filter_, input_ = node.inputs[1], node.inputs[0]
     if attrs["T"] != np.float32 or attrs["data_format"] != "NHWC" or attrs["padding"] not in ("SAME", "VALID") or \
-            set(attrs["strides"]) != {1} or set(attrs.get("dilations") or [1]) != {1} or filter_.node not in only:
+            set(attrs["strides"]) != {1} or set(attrs["dilations"]) != {1} or filter_.node not in only:
         return False
     filter_shape, input_shape = _shape(graph, filter_), _shape(graph, input_)
     return filter_shape is not None and input_shape is not None and len(input_shape) == 4 and \

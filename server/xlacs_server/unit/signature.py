@@ -49,7 +49,7 @@ def check_feed(node: Node, index: int, name: str, dtype: np.dtype, shape: tuple[
     if isinstance(declared, np.dtype) and declared != dtype:
         raise InvalidRequest(f"feed {name!r} is declared {dtype} but {node.op.lower()} {node.name!r} has dtype "
                              f"{declared}")
-    static = node.attrs.get("shape") if node.op in ("Placeholder", "PlaceholderWithDefault") else \
+    static = node.attrs["shape"] if node.op in ("Placeholder", "PlaceholderWithDefault") else \
         np.shape(node.attrs["value"]) if node.op == "Const" else None
     if static is not None and (len(static) != len(shape) or any(d >= 0 and d != s for d, s in zip(static, shape))):
         raise InvalidRequest(f"feed {name!r} has shape {list(shape)} but {node.op.lower()} {node.name!r} has shape "
