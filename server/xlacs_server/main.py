@@ -13,6 +13,7 @@ from xlacs_server.daemon import Daemon
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.errors import XlacsError
+from xlacs_server.rpc.drain import Drain
 from xlacs_server.rpc.server import create_server
 
 log = logging.getLogger("xlacs")
@@ -60,7 +61,8 @@ def serve(args) -> None:
     try:
         xla_options.check_xla_flags()  # before this process starts XLA, which aborts on a bad flag
         service = Daemon(settings)
-        server, port, health = create_server(service, f"{settings.host}:{settings.port}")
+        drain = Drain()
+        server, port, health = create_server(service, f"{settings.host}:{settings.port}", drain)
     except (XlacsError, ValueError, OSError) as e:  # e.g. an absent device, a TLS file: say what, no traceback
         raise SystemExit(f"xlacs serve: {e}") from None
     # What start made (modules, JAX's backends, the lowering registry) lives as long as the daemon: frozen, it is
@@ -83,17 +85,14 @@ def serve(args) -> None:
              metrics.calls_in_flight(), settings.shutdown_grace_s)
     health.enter_graceful_shutdown()
     service.draining = True  # /readyz, /v2/health/ready and ServerReady answer not ready while the calls finish
-    # The deadline is kept here, not by gRPC's own grace: its timer would cancel the calls at a moment of its
-    # own, and a call cut there may end its work before it is counted.
-    drained = server.stop(grace=threading.TIMEOUT_MAX)
+    drain.close()
     # Sessions end now (no new one can start): their calls stay open otherwise, and the drain would wait for them
     # to its deadline. An Execute in flight keeps the regions it uses mapped until it is done.
     service.shared_memory.close_all()
-    if not drained.wait(settings.shutdown_grace_s):
+    if not drain.stop(server, settings.shutdown_grace_s):
         cut = metrics.calls_in_flight()
         if cut:
             log.warning("%d call(s) still running after %g s were cancelled", cut, settings.shutdown_grace_s)
-        server.stop(grace=None)  # cancels every call left; returns once the server has stopped
     http.stop()
     service.close()
     log.info("stopped")

@@ -1,6 +1,5 @@
-"""Builds the gRPC server: the Compiler service, health, reflection, the auth and error interceptors, TLS."""
+"""Builds the gRPC server: the Compiler service, health, reflection, the drain, auth and error interceptors, TLS."""
 import pathlib
-from concurrent import futures
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -13,6 +12,7 @@ from xlacs_server.inference import grpc_servicer
 from xlacs_server.inference.v2 import grpc_service_pb2_grpc
 from xlacs_server.rpc import readiness
 from xlacs_server.rpc.auth import AuthInterceptor, TokenStore
+from xlacs_server.rpc.drain import Drain
 from xlacs_server.rpc.errors import ErrorInterceptor
 from xlacs_server.rpc.execute_wire import ExecuteWireInterceptor
 from xlacs_server.rpc.malformed import MalformedRequestInterceptor
@@ -23,15 +23,18 @@ SERVICE_NAME = xlacs_pb2.DESCRIPTOR.services_by_name["Compiler"].full_name
 MAX_PROTOBUF_BYTES = 2 ** 31 - 1  # protobuf cannot serialize a message of 2 GiB or more
 
 
-def create_server(service: Daemon, address: str) -> tuple[grpc.Server, int, health.HealthServicer]:
-    """A started-ready (not yet started) server bound to `address`; port 0 picks a free port."""
+def create_server(service: Daemon, address: str,
+                  drain: Drain | None = None) -> tuple[grpc.Server, int, health.HealthServicer]:
+    """A started-ready (not yet started) server bound to `address`; port 0 picks a free port. `drain` is what
+    stops it at shutdown (one of its own when none is given)."""
     settings = service.settings
+    drain = drain or Drain()
     tokens = TokenStore.from_settings(settings)
     received = min(max(settings.max_graph_bytes, settings.max_input_bytes) + REQUEST_HEADROOM_BYTES,
                    MAX_PROTOBUF_BYTES)
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="rpc"),
-        interceptors=[*([AuthInterceptor(tokens)] if tokens else []), ErrorInterceptor(service.counters),
+        drain.threads(settings.workers),
+        interceptors=[drain, *([AuthInterceptor(tokens)] if tokens else []), ErrorInterceptor(service.counters),
                       ReceivedBytesInterceptor(service.counters), MalformedRequestInterceptor(),
                       ExecuteWireInterceptor()],
         options=[("grpc.max_receive_message_length", received),
