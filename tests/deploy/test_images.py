@@ -19,7 +19,7 @@ from xlacs_server.config import Settings
 from xlacs_server.daemon_process import free_port
 from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
-from xlacs_server.daemon import Daemon
+import xlacs_server.daemon
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def compose_healthcheck(env: dict[str, str]) -> subprocess.CompletedProcess:
 
 def test_the_compose_healthcheck_fails_until_the_model_repository_has_loaded_and_without_a_daemon(tmp_path):
     """A daemon whose repository has not loaded (its load not started) answers /v2/health/ready 503."""
-    service = Daemon(Settings(cache_dir="", model_repository=str(tmp_path)))
+    service = xlacs_server.daemon.Daemon(Settings(cache_dir="", model_repository=str(tmp_path)))
     http = HttpServer(create_app(service), "127.0.0.1", 0)
     http.start()
     try:

@@ -14,7 +14,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from xlacs_server.lower import dtypes as D
 from xlacs_server.lower.checks import InvalidArgument, check_dtype, check_rank
 from xlacs_server.lower.registry import register_op
 
