@@ -46,7 +46,7 @@ def checkpoints():
     return [first, frozen_and_expected(model)]
 
 
-class Daemon:
+class Replica:
     """An in-process daemon on a fixed loopback port, which can restart empty on the same port."""
 
     def __init__(self, **settings):
@@ -77,8 +77,8 @@ class Daemon:
 def daemons():
     started = []
 
-    def start(**settings) -> Daemon:
-        started.append(Daemon(**settings))
+    def start(**settings) -> Replica:
+        started.append(Replica(**settings))
         return started[-1]
     yield start
     for daemon in started:
