@@ -20,6 +20,16 @@ from xlacs_server.rpc.server import create_server  # noqa: E402
 from xlacs_server.daemon import Daemon  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist (scripts/test runs two workers), a module's tests stay on one worker, so that its module
+    fixtures (daemons, graphs, TensorFlow's expected outputs) are made once; tests/stack's all run on one worker,
+    because they share one compose project."""
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        group = "tests/stack" if module.startswith("tests/stack/") else module
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(autouse=True)
 def seeded_inputs(request):
     """tests/oracle.py's RNG restarts from a seed of the test's id before each test, so a test draws the same
