@@ -63,6 +63,18 @@ class Dockerfile:
         """The last ENTRYPOINT or CMD, which must be in exec (JSON) form so that the daemon is PID 1."""
         return json.loads(self.values(instruction)[-1])
 
+    def stages(self) -> dict[str, list[tuple[str, str]]]:
+        """Each stage's instructions, (instruction, value) without comments, by its name (`FROM ... AS name`); the
+        final stage, unnamed, is ""."""
+        stages: dict[str, list[tuple[str, str]]] = {}
+        for i in self.instructions:
+            if i["instruction"] == "FROM":
+                name = i["value"].split(" AS ")[1] if " AS " in i["value"] else ""
+                stage = stages[name] = []
+            elif i["instruction"] != "COMMENT" and stages:  # the ARGs before the first FROM are global
+                stage.append((i["instruction"], i["value"]))
+        return stages
+
     @property
     def healthcheck(self) -> tuple[dict[str, str], str]:
         """The HEALTHCHECK's options ({"interval": "15s", ...}) and its shell command."""

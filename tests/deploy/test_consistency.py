@@ -238,6 +238,32 @@ def test_dockerfile_copies_paths_that_exist_and_are_sent_to_the_builder(kind):
         assert dockerignored(private), private
 
 
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_dockerfile_keeps_the_dependencies_in_a_layer_that_a_source_change_leaves(kind):
+    """The final stage takes the venv of the `deps` stage, which sees nothing of the build context but the
+    requirements that pyproject.toml names, then installs xlacs's wheel from the `build` stage, mounted for that RUN
+    alone (no wheel in a layer). pip_ca is mounted for the RUNs that download, and only for them."""
+    stages = files.dockerfile(kind).stages()
+    assert list(stages) == ["requirements", "deps", "build", ""]
+    for name in ("deps", ""):
+        assert [v for i, v in stages[name] if i == "COPY" and not v.startswith("--from")] == [], name
+    assert ("COPY", "--from=requirements /src/requirements.txt /src/") in stages["deps"]
+    _, venv, install = [(i, v) for i, v in stages[""] if i in ("COPY", "RUN")]
+    assert venv == ("COPY", "--from=deps /opt/xlacs /opt/xlacs")
+    assert install[1].startswith("--mount=type=bind,from=build,") and "/opt/xlacs/bin/xlacs --help" in install[1]
+    for name, stage in stages.items():
+        for instruction, value in stage:
+            if instruction == "RUN":
+                downloads = bool(re.search(r"pip (install|wheel)", value)) and "--no-index" not in value
+                assert ("--mount=type=secret,id=pip_ca,required=false" in value) == downloads, (name, value)
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_dockerfile_builds_with_the_engines_own_frontend(kind):
+    """No `# syntax=` directive: BuildKit would fetch that frontend from Docker Hub, which a build may not reach."""
+    assert not re.match(r"#\s*syntax\s*=", files.DOCKERFILES[kind].read_text(), re.IGNORECASE)
+
+
 def dockerignored(path: str) -> bool:
     """Docker's rule: the last pattern that matches the path or one of its parent directories decides."""
     excluded = False
@@ -293,7 +319,7 @@ def test_the_package_the_images_install_holds_every_package_of_the_source_tree()
 
 
 def test_the_build_context_installs_every_module_and_data_file_of_the_source_tree(tmp_path):
-    """What the images' `pip install .` makes of the files that .dockerignore sends to the builder."""
+    """What the images' `pip wheel .` makes of the files that .dockerignore sends to the builder."""
     context = tmp_path / "context"
     context.mkdir()
     for source in [v.split()[0] for v in files.dockerfile("cpu").values("COPY") if not v.startswith("--from")]:
