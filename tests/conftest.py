@@ -20,14 +20,17 @@ from xlacs_server.rpc.server import create_server  # noqa: E402
 from xlacs_server.daemon import Daemon  # noqa: E402
 
 
-def pytest_collection_modifyitems(items):
-    """Under pytest-xdist (scripts/test runs two workers), a module's tests stay on one worker, so that its module
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (scripts/test runs two workers), a module's tests run on one worker, so that its module
     fixtures (daemons, graphs, TensorFlow's expected outputs) are made once; tests/stack's all run on one worker,
     because they share one compose project."""
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        group = "tests/stack" if module.startswith("tests/stack/") else module
-        item.add_marker(pytest.mark.xdist_group(group))
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            return "tests/stack" if module.startswith("tests/stack/") else module
+    return ModuleScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
