@@ -31,6 +31,9 @@ def test_arrays_round_trip_through_tensorflow(dtype):
     assert written.dtype == array.dtype
     np.testing.assert_array_equal(written, array)
     assert not tensors.from_array(array).tensor_content
+    empty = np.zeros((0, 4), dtype)
+    assert tf.make_ndarray(tensor_pb2.TensorProto.FromString(tensors.from_array(empty).SerializeToString())).shape == \
+        (0, 4)
 
 
 @pytest.mark.parametrize("values", [[], [1.5], [1.5, -2.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]])

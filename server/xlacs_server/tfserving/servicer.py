@@ -8,6 +8,7 @@ from __future__ import annotations
 import grpc
 from google.protobuf import wrappers_pb2
 from xlacs import dtypes
+from xlacs.saved_model import DEFAULT_SIGNATURE
 
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unimplemented, XlacsError
 from xlacs_server.models import datatypes
@@ -61,7 +62,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     def Predict(self, request, context):
         spec = _spec(request)
         model = model_of(self.models, spec)
-        key = signatures.served(model, spec.signature_name or signatures.DEFAULT_SIGNATURE)
+        key = signatures.served(model, spec.signature_name or DEFAULT_SIGNATURE)
         inputs = self._inputs(model, request.inputs)
         wanted = self._outputs(model, request.output_filter)
         outputs = model.infer(inputs, wanted, context)

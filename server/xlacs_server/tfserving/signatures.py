@@ -5,7 +5,6 @@ config's TF_SIGNATURE_DEF)."""
 from __future__ import annotations
 
 from xlacs import dtypes
-from xlacs.saved_model import DEFAULT_SIGNATURE
 from xlacs.v1 import tf_saved_model_pb2
 
 from xlacs_server.errors import FailedPrecondition, Unimplemented
@@ -13,8 +12,6 @@ from xlacs_server.models import datatypes
 from xlacs_server.tfserving.tensors import shape_proto
 
 PREDICT_METHOD = "tensorflow/serving/predict"
-
-__all__ = ["DEFAULT_SIGNATURE", "PREDICT_METHOD", "served", "signature_defs"]
 
 
 def signature_defs(model) -> dict[str, tf_saved_model_pb2.SignatureDef]:
