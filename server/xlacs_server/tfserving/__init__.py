@@ -1,0 +1,1 @@
+"""TensorFlow Serving's APIs (gRPC and REST) over models/. Imports models/ and the top-level modules only."""
