@@ -358,6 +358,27 @@ def test_the_fast_path_agrees_with_the_walk(value, dtype):
         same(fast, walked)
 
 
+def outcome(body: str, dtype):
+    try:
+        return decode(body, x=dtype).inputs["x"]
+    except InvalidJson as e:
+        return str(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(instances=st.lists(NESTED, min_size=1, max_size=4), dtype=st.sampled_from([F32, F64, I32, I64, U8]),
+       key=st.sampled_from(["instances", "inputs"]))
+def test_a_body_decodes_alike_whether_numpy_reads_it_or_it_is_walked(instances, dtype, key):
+    """A "true" anywhere in the body turns the fast path off: the same arrays, or the same error, either way."""
+    fast = outcome(json.dumps({key: instances}), dtype)
+    walked = outcome(json.dumps({key: instances, "true": True}), dtype)
+    if isinstance(fast, str) or isinstance(walked, str):
+        assert fast == walked
+    else:
+        assert fast.dtype == walked.dtype
+        same(fast, walked)
+
+
 # --- Encoding ------------------------------------------------------------------------------------------------------
 
 def test_one_output_in_rows_and_columns():
