@@ -81,7 +81,11 @@ DOCUMENTED_INPUTS = """{
 
 def test_the_documented_named_inputs_in_both_formats_decode_alike():
     # The documentation's row example has a stray "]" after the second "signal": TF Serving's parser refuses it too.
-    assert refused(DOCUMENTED_INSTANCES, tag=STRING, signal=I32, sensor=I32).startswith("JSON Parse error: ")
+    offset = DOCUMENTED_INSTANCES.index("5]],") + 2
+    assert refused(DOCUMENTED_INSTANCES, tag=STRING, signal=I32, sensor=I32) == \
+        f"JSON Parse error: Missing a comma or '}}' after an object member. at offset: {offset}"
+    assert refused('{"instances": [1 2]}', x=I32) == \
+        "JSON Parse error: Missing a comma or ']' after an array element. at offset: 17"
     rows = decode(DOCUMENTED_INSTANCES.replace("5]],", "5],"), tag=STRING, signal=I32, sensor=I32)
     columns = decode(DOCUMENTED_INPUTS, tag=STRING, signal=I32, sensor=I32)
     assert (rows.format, columns.format) == (ROW, COLUMNAR)

@@ -152,7 +152,22 @@ def _parse(raw: bytes):
         except (json.JSONDecodeError, RecursionError):
             pass
     what = next((ours for theirs, ours in _PARSE_ERRORS.items() if error.msg.startswith(theirs)), error.msg)
+    if error.msg == "Expecting ',' delimiter":
+        what = ("Missing a comma or '}' after an object member." if _innermost(text, error.pos) == "{" else
+                "Missing a comma or ']' after an array element.")
     raise InvalidJson(f"JSON Parse error: {what} at offset: {len(text[:error.pos].encode('utf-8', 'surrogateescape'))}")
+
+
+def _innermost(text: str, end: int) -> str:
+    """The bracket of the innermost array or object open at `end` (for a parse error's message)."""
+    opened = []
+    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text[:end]):
+        bracket = match.group()
+        if bracket in "[{":
+            opened.append(bracket)
+        elif bracket in "]}" and opened:
+            opened.pop()
+    return opened[-1] if opened else ""
 
 
 def _is_b64(value) -> bool:
