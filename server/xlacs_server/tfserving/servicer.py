@@ -25,6 +25,8 @@ _STATUS = get_model_status_pb2.ModelVersionStatus
 STATES = {READY: _STATUS.AVAILABLE, LOADING: _STATUS.LOADING, UNLOADING: _STATUS.UNLOADING}  # UNAVAILABLE: END
 _EXAMPLES = ("it needs tf.Example parsing (the ParseExample ops of a Classify or Regress signature's graph), which "
              "xlacs does not do yet: export a predict signature (tensors in, tensors out) and call Predict")
+CLASSIFY_REFUSED = f"Classify is not offered: {_EXAMPLES}"  # the REST API's :classify and :regress say the same
+REGRESS_REFUSED = f"Regress is not offered: {_EXAMPLES}"
 
 
 def add_to_server(service, server: grpc.Server) -> tuple[str, str]:
@@ -46,6 +48,22 @@ def model_of(models, spec: model_pb2.ModelSpec):
     except NotFound as e:
         wanted = f"Specific({spec.name}, {version})" if version else f"Latest({spec.name})"
         raise NotFound(f"Servable not found for request: {wanted}: {e}") from None
+
+
+def check_aliases(model, given) -> None:
+    """TF Serving's errors for request inputs (by alias) that are not exactly the signature's (gRPC and REST)."""
+    expected = {m.name for m in model.inputs}
+    if set(given) == expected:
+        return
+    sent, wanted = sorted(given), sorted(expected)
+    if len(given) != len(expected):
+        raise InvalidRequest(
+            f"input size does not match signature: {len(given)}!={len(expected)} len({{{','.join(sent)}}}) "
+            f"!= len({{{','.join(wanted)}}}). Sent extra: {{{','.join(sorted(set(sent) - set(wanted)))}}}. "
+            f"Missing but required: {{{','.join(sorted(set(wanted) - set(sent)))}}}.")
+    alias = next(a for a in sent if a not in expected)
+    raise InvalidRequest(f"input tensor alias not found in signature: {alias}. Inputs expected to be in the "
+                         f"set {{{','.join(wanted)}}}.")
 
 
 def _spec(request):
@@ -75,17 +93,8 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     def _inputs(self, model, given) -> dict:
         """The request's tensors by alias, checked as TF Serving checks them: the signature's aliases exactly, each
         tensor parsing, each of the signature's dtype; at most max_input_bytes together."""
+        check_aliases(model, given)
         expected = {m.name: m for m in model.inputs}
-        if set(given) != set(expected):
-            sent, wanted = sorted(given), sorted(expected)
-            if len(given) != len(expected):
-                raise InvalidRequest(
-                    f"input size does not match signature: {len(given)}!={len(expected)} len({{{','.join(sent)}}}) "
-                    f"!= len({{{','.join(wanted)}}}). Sent extra: {{{','.join(sorted(set(sent) - set(wanted)))}}}. "
-                    f"Missing but required: {{{','.join(sorted(set(wanted) - set(sent)))}}}.")
-            alias = next(a for a in sent if a not in expected)
-            raise InvalidRequest(f"input tensor alias not found in signature: {alias}. Inputs expected to be in the "
-                                 f"set {{{','.join(wanted)}}}.")
         arrays, size = {}, 0
         for alias in sorted(given):
             array = tensors.to_array(given[alias], alias)
@@ -131,10 +140,10 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         return answer
 
     def Classify(self, request, context):
-        raise Unimplemented(f"Classify is not offered: {_EXAMPLES}")
+        raise Unimplemented(CLASSIFY_REFUSED)
 
     def Regress(self, request, context):
-        raise Unimplemented(f"Regress is not offered: {_EXAMPLES}")
+        raise Unimplemented(REGRESS_REFUSED)
 
     def MultiInference(self, request, context):
         raise Unimplemented(f"MultiInference is not offered: its tasks are Classify and Regress, and {_EXAMPLES}")
