@@ -169,6 +169,11 @@ class UnknownState(NotFound):
                          "its variables (CreateState)", state_id=state_id[:ECHO_CHARS])
 
 
+class FailedPrecondition(XlacsError):
+    """A request the daemon cannot serve in its present state, as TF Serving answers a signature its model lacks."""
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
 class StateLost(XlacsError):
     """A variable state whose buffers a failed step had already donated to its program (execute/states.py): its
     values are gone, and only a new state brings the model back."""

@@ -30,19 +30,20 @@ class ClientScriptFailed(AssertionError):
     """The script raised: its stderr says what tritonclient reported."""
 
 
-def run(script: str, work_dir: pathlib.Path, arrays: dict[str, np.ndarray] | None = None,
-        **args) -> tuple[dict[str, np.ndarray], object]:
-    """(arrays, result) the script replied with. Raises ClientScriptFailed with the script's stderr if it fails."""
-    if not PYTHON.exists():
-        raise RuntimeError(f"{PYTHON} is missing: run scripts/bootstrap test")
+def run(script: str, work_dir: pathlib.Path, arrays: dict[str, np.ndarray] | None = None, *,
+        python: pathlib.Path = PYTHON, **args) -> tuple[dict[str, np.ndarray], object]:
+    """(arrays, result) the script replied with, run by `python` (another client's venv: tests/tfserving/).
+    Raises ClientScriptFailed with the script's stderr if it fails."""
+    if not python.exists():
+        raise RuntimeError(f"{python} is missing: run scripts/bootstrap test")
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "args.json").write_text(json.dumps({**args, "_has_arrays": bool(arrays)}))
     if arrays:
         np.savez(work_dir / "in.npz", **arrays)
     source = work_dir / "script.py"
     source.write_text(PRELUDE + textwrap.dedent(script))
-    done = subprocess.run([str(PYTHON), str(source), str(work_dir)], capture_output=True, text=True, timeout=TIMEOUT_S)
+    done = subprocess.run([str(python), str(source), str(work_dir)], capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
-        raise ClientScriptFailed(f"tritonclient script failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        raise ClientScriptFailed(f"client script failed ({done.returncode}):\n{done.stderr[-4000:]}")
     with np.load(work_dir / "out.npz") as out:
         return dict(out), json.loads((work_dir / "result.json").read_text())

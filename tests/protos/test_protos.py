@@ -17,7 +17,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
                                                  ("xlacs_server/inference/v2",
                                                   ROOT / "server" / "xlacs_server" / "inference" / "v2"),
                                                  ("xlacs_server/models/v2",
-                                                  ROOT / "server" / "xlacs_server" / "models" / "v2")])
+                                                  ROOT / "server" / "xlacs_server" / "models" / "v2"),
+                                                 ("xlacs_server/tfserving/apis",
+                                                  ROOT / "server" / "xlacs_server" / "tfserving" / "apis")])
 def test_generated_stubs_are_fresh(tmp_path, package, committed):
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_protos.py"), str(tmp_path)], check=True)
     generated = tmp_path / package

@@ -19,6 +19,7 @@ from xlacs_server import metrics, version
 from xlacs_server.dashboard import auth, charts, models, views
 from xlacs_server.dashboard.sampler import Sampler
 from xlacs_server.inference import rest
+from xlacs_server.tfserving import rest as tfserving_rest
 
 HERE = pathlib.Path(__file__).parent
 
@@ -107,7 +108,11 @@ def create_app(service, *, refresh_s: float = 2.0) -> FastAPI:
             return JSONResponse(models.Health(status=why).model_dump(), status_code=503)
         return models.Health(status="ready")
 
-    app.include_router(rest.router(service))  # the Open Inference Protocol: /v2/...
+    endpoints = rest.Endpoints(service)
+    app.include_router(rest.router(service, endpoints))  # the Open Inference Protocol: /v2/...
+    app.include_router(tfserving_rest.router(  # TensorFlow Serving's REST API: /v1/...
+        service, route_class=rest.answering_errors(service.counters), request_context=rest.RequestContext,
+        read_body=endpoints.body, infer_threads=endpoints.infer_threads))
 
     return app
 

@@ -2,7 +2,8 @@
 included: other users of the host reach it too). Browsers get a Basic prompt (any user name, the token as
 password); scripts, Prometheus and inference clients send `Authorization: Bearer <token>`. The probes stay open:
 /healthz and /readyz, and the Open Inference Protocol's /v2/health/live and /v2/health/ready. The protocol's
-clients read its error object, {"error": message}, so a refusal under /v2 is one."""
+clients read its error object, {"error": message}, so a refusal under /v2 is one (and under /v1, TF Serving's REST
+API, whose errors are the same object)."""
 from __future__ import annotations
 
 import base64
@@ -51,7 +52,7 @@ class RequireToken:
             headers = [value for key, value in scope["headers"] if key == b"authorization"]
             token = token_of(headers[0].decode("latin-1")) if len(headers) == 1 else ""
             if not token or not self.tokens.valid(token):
-                if scope["path"] == "/v2" or scope["path"].startswith("/v2/"):
+                if scope["path"] in ("/v1", "/v2") or scope["path"].startswith(("/v1/", "/v2/")):
                     response = JSONResponse({"error": REFUSED}, status_code=401, headers=CHALLENGE)
                 else:
                     response = PlainTextResponse(REFUSED, status_code=401, headers=CHALLENGE)

@@ -46,10 +46,10 @@ class Readiness(BaseModel):
     reason: str | None = None
 
 
-def router(service) -> APIRouter:
-    """The protocol's endpoints over `service`."""
-    endpoints = Endpoints(service)
-    api = APIRouter(tags=["inference"], route_class=_answering_errors(service.counters))
+def router(service, endpoints: Endpoints | None = None) -> APIRouter:
+    """The protocol's endpoints over `service` (those of `endpoints` when given, shared with /v1)."""
+    endpoints = endpoints or Endpoints(service)
+    api = APIRouter(tags=["inference"], route_class=answering_errors(service.counters))
     error = {code: {"model": ProtocolError} for code in (400, 401, 404, 429, 500, 501, 503, 504)}
     model_paths = ("/v2/models/{name}", "/v2/models/{name}/versions/{version}")
     for method, paths, handler in [
@@ -205,9 +205,13 @@ class Endpoints:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    async def body(self, request: Request) -> bytes:
+        """The request's body decoded as its Content-Encoding says, bounded as a body is (also for /v1)."""
+        return self._decoded(await self._body(request), request.headers.get("content-encoding", "identity").lower())
+
     async def _json(self, request: Request) -> dict:
         """An optional JSON object body (the repository endpoints): {} when empty."""
-        body = self._decoded(await self._body(request), request.headers.get("content-encoding", "identity").lower())
+        body = await self.body(request)
         if not body.strip():
             return {}
         try:
@@ -268,7 +272,7 @@ class RequestContext:
         self.gone.set()
 
 
-def _answering_errors(counters) -> type[APIRoute]:
+def answering_errors(counters) -> type[APIRoute]:
     class ProtocolRoute(APIRoute):
         """An endpoint whose errors are the protocol's error objects (inference/status.py)."""
 

@@ -71,6 +71,7 @@ class ServedModel:
         self.max_batch_size = config.max_batch_size
         self.inputs: list[TensorMetadata] = []
         self.outputs: list[TensorMetadata] = []
+        self.failure: Exception | None = None  # why the load failed (UNAVAILABLE)
         self.statistics = ModelStatistics(self.name, self.version)
         self.batcher: DynamicBatcher | None = None  # a config with dynamic_batching has one
         self._service = service
@@ -93,7 +94,7 @@ class ServedModel:
         try:
             self._load()
         except Exception as e:
-            self.state, self.reason = UNAVAILABLE, str(e) or type(e).__name__
+            self.state, self.reason, self.failure = UNAVAILABLE, str(e) or type(e).__name__, e
             log.warning("%r failed to load: %s", self, self.reason)
             raise
         self.state = READY
@@ -120,6 +121,12 @@ class ServedModel:
         self.outputs = self._served_outputs(compiled.outputs[:len(found.outputs)])
         if self.config.HasField("dynamic_batching"):
             self.batcher = self._batcher()
+
+    @property
+    def signature(self) -> source.Source:
+        """The version's files as read at load: the signature served (its key, and the graph's tensor of each input
+        and output) and a SavedModel's SignatureDefs, for the front ends that speak of signatures (tfserving/)."""
+        return ready(self)._source
 
     def _batch_buckets(self) -> tuple[int, ...]:
         """The batch sizes compiled: the powers of two below max_batch_size, and it."""

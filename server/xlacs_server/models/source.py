@@ -8,6 +8,7 @@ import pathlib
 
 import numpy as np
 from xlacs.saved_model import DEFAULT_SIGNATURE, SavedModel, SavedModelError
+from xlacs.v1 import tf_saved_model_pb2
 
 from xlacs_server.errors import InvalidRequest, LimitExceeded
 from xlacs_server.graph.ir import Endpoint
@@ -37,6 +38,10 @@ class Source:
     inputs: list[Binding]
     outputs: list[Binding]
     config: model_config_pb2.ModelConfig  # as served: platform, max_batch_size and inputs filled in
+    signature_key: str = DEFAULT_SIGNATURE  # the signature served (a GraphDef's inputs and outputs are one)
+    # A SavedModel's SignatureDefs by key, every one of them (TF Serving's model metadata lists them); a GraphDef has
+    # none of its own.
+    signature_defs: dict[str, tf_saved_model_pb2.SignatureDef] = dataclasses.field(default_factory=dict)
 
 
 def read(version_dir: pathlib.Path, config: model_config_pb2.ModelConfig, max_graph_bytes: int) -> Source:
@@ -81,8 +86,10 @@ def _graphdef(path: pathlib.Path, config: model_config_pb2.ModelConfig, max_grap
 
 
 def _saved_model(path: pathlib.Path, config: model_config_pb2.ModelConfig) -> Source:
+    key = configs.signature_key(config, DEFAULT_SIGNATURE)
     try:
-        signature = SavedModel(path).signature(configs.signature_key(config, DEFAULT_SIGNATURE))
+        saved = SavedModel(path)
+        signature = saved.signature(key)
     except SavedModelError as e:
         raise InvalidRequest(f"model {config.name!r}: {e}") from None
     specs = list(signature.inputs.items()) + list(signature.outputs.items())
@@ -94,7 +101,10 @@ def _saved_model(path: pathlib.Path, config: model_config_pb2.ModelConfig) -> So
     if not config.input:
         config.input.extend(model_config_pb2.ModelInput(
             name=b.name, data_type=datatypes.to_config(datatypes.from_numpy(b.dtype)), dims=b.dims) for b in inputs)
-    return Source(signature.graph_def, inputs, outputs, config)
+    # Copies: a reference into the MetaGraphDef would keep all of it (its graph and functions) alive.
+    defs = {k: tf_saved_model_pb2.SignatureDef.FromString(d.SerializeToString())
+            for k, d in saved.meta_graph.signature_def.items()}
+    return Source(signature.graph_def, inputs, outputs, config, key, defs)
 
 
 def _bind(config: model_config_pb2.ModelConfig, given, specs: dict, what: str) -> list[Binding]:

@@ -1,4 +1,5 @@
-"""Builds the gRPC server: the Compiler service, health, reflection, the drain, auth and error interceptors, TLS."""
+"""Builds the gRPC server: the Compiler service, the Open Inference Protocol's and TensorFlow Serving's services,
+health, reflection, the drain, auth and error interceptors, TLS."""
 import pathlib
 
 import grpc
@@ -18,6 +19,7 @@ from xlacs_server.rpc.execute_wire import ExecuteWireInterceptor
 from xlacs_server.rpc.malformed import MalformedRequestInterceptor
 from xlacs_server.rpc.received import ReceivedBytesInterceptor
 from xlacs_server.rpc.servicer import CompilerServicer
+from xlacs_server.tfserving import servicer as tfserving
 
 SERVICE_NAME = xlacs_pb2.DESCRIPTOR.services_by_name["Compiler"].full_name
 MAX_PROTOBUF_BYTES = 2 ** 31 - 1  # protobuf cannot serialize a message of 2 GiB or more
@@ -45,13 +47,16 @@ def create_server(service: Daemon, address: str,
     xlacs_pb2_grpc.add_CompilerServicer_to_server(CompilerServicer(service, gates), server)
     # The Open Inference Protocol (Triton's inference.GRPCInferenceService) for the models of the repository.
     grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(grpc_servicer.InferenceServicer(service), server)
+    # TensorFlow Serving's PredictionService and ModelService over the same models (docs/tf_serving.md).
+    tf_serving = tfserving.add_to_server(service, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     # Each service's health and whether it waits for the model repository's initial load (the server's, "", does).
-    readiness.watch(service, health_servicer, {SERVICE_NAME: False, grpc_servicer.SERVICE_NAME: True, "": True})
+    readiness.watch(service, health_servicer, {SERVICE_NAME: False, grpc_servicer.SERVICE_NAME: True, "": True,
+                                               **{name: True for name in tf_serving}})
     reflection.enable_server_reflection(
-        (SERVICE_NAME, grpc_servicer.SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-         reflection.SERVICE_NAME), server)
+        (SERVICE_NAME, grpc_servicer.SERVICE_NAME, *tf_serving,
+         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server)
     credentials = server_credentials(settings)
     port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     if port == 0:

@@ -1,0 +1,192 @@
+"""TensorFlow Serving's gRPC services on the daemon's port, beside the Open Inference Protocol's (same interceptors:
+tokens, limits, errors as statuses). The RPCs translate TF Serving's messages and call service.models, so one served
+model answers both APIs through the same batcher and statistics. Checks and messages follow TF Serving's
+(tensorflow_serving/servables/tensorflow/predict_util.cc, get_model_metadata_impl.cc, get_model_status_impl.cc);
+docs/tf_serving.md maps every RPC and field."""
+from __future__ import annotations
+
+import grpc
+from google.protobuf import wrappers_pb2
+from xlacs import dtypes
+from xlacs.saved_model import DEFAULT_SIGNATURE
+
+from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unimplemented, XlacsError
+from xlacs_server.models import datatypes
+from xlacs_server.models.model import LOADING, READY, UNLOADING, ready
+from xlacs_server.tfserving import signatures, tensors
+from xlacs_server.tfserving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_pb2, model_service_pb2,
+                                         model_service_pb2_grpc, predict_pb2, prediction_service_pb2,
+                                         prediction_service_pb2_grpc)
+
+PREDICTION_SERVICE = prediction_service_pb2.DESCRIPTOR.services_by_name["PredictionService"].full_name
+MODEL_SERVICE = model_service_pb2.DESCRIPTOR.services_by_name["ModelService"].full_name
+SIGNATURE_DEF = "signature_def"  # the one metadata_field TF Serving answers
+_STATUS = get_model_status_pb2.ModelVersionStatus
+STATES = {READY: _STATUS.AVAILABLE, LOADING: _STATUS.LOADING, UNLOADING: _STATUS.UNLOADING}  # UNAVAILABLE: END
+_EXAMPLES = ("it needs tf.Example parsing (the ParseExample ops of a Classify or Regress signature's graph), which "
+             "xlacs does not do yet: export a predict signature (tensors in, tensors out) and call Predict")
+CLASSIFY_REFUSED = f"Classify is not offered: {_EXAMPLES}"  # the REST API's :classify and :regress say the same
+REGRESS_REFUSED = f"Regress is not offered: {_EXAMPLES}"
+
+
+def add_to_server(service, server: grpc.Server) -> tuple[str, str]:
+    """Registers both services over `service` (the Daemon); their full names, for health and reflection."""
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionServicer(service), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(service), server)
+    return PREDICTION_SERVICE, MODEL_SERVICE
+
+
+def model_of(models, spec: model_pb2.ModelSpec):
+    """The served version a ModelSpec names (the highest READY one without a version), with TF Serving's errors."""
+    choice = spec.WhichOneof("version_choice")
+    if choice == "version_label":
+        raise InvalidRequest(f"Unrecognized servable version label: {spec.version_label} (xlacs has no version "
+                             "labels yet: name the version, or none for the latest)")
+    version = str(spec.version.value) if choice == "version" else ""
+    try:
+        return models.model(spec.name, version)
+    except NotFound as e:
+        wanted = f"Specific({spec.name}, {version})" if version else f"Latest({spec.name})"
+        raise NotFound(f"Servable not found for request: {wanted}: {e}") from None
+
+
+def check_aliases(model, given) -> None:
+    """TF Serving's errors for request inputs (by alias) that are not exactly the signature's (gRPC and REST)."""
+    expected = {m.name for m in model.inputs}
+    if set(given) == expected:
+        return
+    sent, wanted = sorted(given), sorted(expected)
+    if len(given) != len(expected):
+        raise InvalidRequest(
+            f"input size does not match signature: {len(given)}!={len(expected)} len({{{','.join(sent)}}}) "
+            f"!= len({{{','.join(wanted)}}}). Sent extra: {{{','.join(sorted(set(sent) - set(wanted)))}}}. "
+            f"Missing but required: {{{','.join(sorted(set(wanted) - set(sent)))}}}.")
+    alias = next(a for a in sent if a not in expected)
+    raise InvalidRequest(f"input tensor alias not found in signature: {alias}. Inputs expected to be in the "
+                         f"set {{{','.join(wanted)}}}.")
+
+
+def _spec(request):
+    if not request.HasField("model_spec"):
+        raise InvalidRequest("Missing ModelSpec")
+    return request.model_spec
+
+
+class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+    def __init__(self, service):
+        self.models = service.models
+        self.max_input_bytes = service.settings.max_input_bytes
+
+    def Predict(self, request, context):
+        spec = _spec(request)
+        model = model_of(self.models, spec)
+        key = signatures.served(model, spec.signature_name or DEFAULT_SIGNATURE)
+        inputs = self._inputs(model, request.inputs)
+        wanted = self._outputs(model, request.output_filter)
+        outputs = model.infer(inputs, wanted, context)
+        answer = predict_pb2.PredictResponse(model_spec=model_pb2.ModelSpec(
+            name=spec.name, signature_name=key, version=wrappers_pb2.Int64Value(value=int(model.version))))
+        for alias, array in outputs.items():
+            answer.outputs[alias].CopyFrom(tensors.from_array(array))
+        return answer
+
+    def _inputs(self, model, given) -> dict:
+        """The request's tensors by alias, checked as TF Serving checks them: the signature's aliases exactly, each
+        tensor parsing, each of the signature's dtype; at most max_input_bytes together."""
+        check_aliases(model, given)
+        expected = {m.name: m for m in model.inputs}
+        arrays, size = {}, 0
+        for alias in sorted(given):
+            array = tensors.to_array(given[alias], alias)
+            want = datatypes.to_numpy(expected[alias].datatype, alias)
+            if array.dtype != want:
+                expects = tensors.type_name(dtypes.from_numpy(want))
+                raise InvalidRequest(f"input {alias!r}: Expects arg to be {expects} but "
+                                     f"{tensors.type_name(given[alias].dtype)} is provided")
+            size += array.nbytes
+            if size > self.max_input_bytes:
+                raise LimitExceeded(f"the request's inputs have {size} bytes or more", "max_input_bytes",
+                                    self.max_input_bytes)
+            arrays[alias] = array
+        return arrays
+
+    @staticmethod
+    def _outputs(model, output_filter) -> list[str] | None:
+        """The aliases of output_filter, checked; None (every output of the signature) when it is empty."""
+        names = sorted(m.name for m in model.outputs)
+        seen = []
+        for alias in output_filter:
+            if alias not in names:
+                raise InvalidRequest(f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                                     f"in the set {{{','.join(names)}}}.")
+            if alias in seen:
+                raise InvalidRequest(f"duplicate output tensor alias: {alias}")
+            seen.append(alias)
+        return seen or None
+
+    def GetModelMetadata(self, request, context):
+        """metadata "signature_def": the model's SignatureDefMap packed in an Any, as TF Serving answers it."""
+        spec = _spec(request)
+        if not request.metadata_field:
+            raise InvalidRequest("GetModelMetadataRequest must specify at least one metadata_field")
+        for field in request.metadata_field:
+            if field != SIGNATURE_DEF:
+                raise InvalidRequest(f"Metadata field {field} is not supported")
+        model = ready(model_of(self.models, spec))
+        answer = get_model_metadata_pb2.GetModelMetadataResponse(model_spec=model_pb2.ModelSpec(
+            name=spec.name, version=wrappers_pb2.Int64Value(value=int(model.version))))
+        answer.metadata[SIGNATURE_DEF].Pack(
+            get_model_metadata_pb2.SignatureDefMap(signature_def=signatures.signature_defs(model)))
+        return answer
+
+    def Classify(self, request, context):
+        raise Unimplemented(CLASSIFY_REFUSED)
+
+    def Regress(self, request, context):
+        raise Unimplemented(REGRESS_REFUSED)
+
+    def MultiInference(self, request, context):
+        raise Unimplemented(f"MultiInference is not offered: its tasks are Classify and Regress, and {_EXAMPLES}")
+
+
+class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
+    def __init__(self, service):
+        self.models = service.models
+
+    def GetModelStatus(self, request, context):
+        """Every served version of the model (or the one named), highest first, with TF Serving's states: READY is
+        AVAILABLE, a failed load END with its error."""
+        spec = _spec(request)
+        if spec.WhichOneof("version_choice") == "version_label":
+            model_of(self.models, spec)  # refuses the label
+        listed = [s for s in self.models.index() if s.name == spec.name and s.version]
+        if not listed:
+            reason = next((s.reason for s in self.models.index() if s.name == spec.name), "")
+            raise NotFound(f"Could not find any versions of model {spec.name}" + (f": {reason}" if reason else ""))
+        if spec.HasField("version"):
+            listed = [s for s in listed if s.version == str(spec.version.value)]
+            if not listed:
+                raise NotFound(f"Could not find version {spec.version.value} of model {spec.name}")
+        answer = get_model_status_pb2.GetModelStatusResponse()
+        for status in sorted(listed, key=lambda s: -int(s.version)):
+            entry = answer.model_version_status.add(version=int(status.version),
+                                                    state=STATES.get(status.state, _STATUS.END))
+            entry.status.SetInParent()  # OK, written as TF Serving writes it: present, empty
+            if status.state not in STATES:
+                entry.status.error_code = self._code(status).value[0]
+                entry.status.error_message = status.reason
+        return answer
+
+    def _code(self, status) -> grpc.StatusCode:
+        """The status code of a version's failed load (UNKNOWN for an error that is not one of xlacs's)."""
+        try:
+            failure = self.models.model(status.name, status.version).failure
+        except XlacsError:
+            return grpc.StatusCode.UNKNOWN
+        return failure.code if isinstance(failure, XlacsError) else grpc.StatusCode.UNKNOWN
+
+    def HandleReloadConfigRequest(self, request, context):
+        raise Unimplemented("HandleReloadConfigRequest is not offered: xlacs reads no models.config "
+                            "(ModelServerConfig) yet; it serves the models of its --model-repository, and reloads "
+                            "or unloads one with the Open Inference Protocol's RepositoryModelLoad and "
+                            "RepositoryModelUnload (docs/model_repository.md)")
