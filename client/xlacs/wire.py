@@ -21,7 +21,8 @@ def as_is(data: bytes) -> bytes:
     return data
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """`value` as protobuf's base-128 varint."""
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
@@ -31,15 +32,15 @@ def _varint(value: int) -> bytes:
 
 
 def _key(field: int) -> bytes:
-    return _varint(field << 3 | _LEN)
+    return varint(field << 3 | _LEN)
 
 
 def encode(message, field: int, tensor: xlacs_pb2.Tensor, content) -> bytes:
     """`message` (an ExecuteRequest or ExecuteResponse without tensors) with `tensor` (without content) in its
     repeated field `field`, `content` (a bytes-like view) its content: serialized, the content copied once."""
     size = len(content)
-    head = tensor.SerializeToString() + _key(_CONTENT) + _varint(size)
-    return b"".join((message.SerializeToString(), _key(field), _varint(len(head) + size), head, content))
+    head = tensor.SerializeToString() + _key(_CONTENT) + varint(size)
+    return b"".join((message.SerializeToString(), _key(field), varint(len(head) + size), head, content))
 
 
 def decode(data: bytes, message_type, field: int):

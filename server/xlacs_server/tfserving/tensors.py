@@ -9,6 +9,7 @@ import math
 import numpy as np
 from xlacs import dtypes
 from xlacs.v1 import tf_graph_pb2 as tf
+from xlacs.wire import varint
 
 from xlacs_server.errors import InvalidRequest
 
@@ -74,7 +75,7 @@ def from_array(array: np.ndarray) -> tf.TensorProto:
         number, little_endian = PACKED[enum]
         data = flat.astype(little_endian, copy=False).tobytes()
         if data:
-            proto.MergeFromString(_varint(number << 3 | 2) + _varint(len(data)) + data)  # wire type 2: packed
+            proto.MergeFromString(varint(number << 3 | 2) + varint(len(data)) + data)  # wire type 2: packed
         return proto
     if FIELDS[enum] == "half_val":
         flat = flat.view(np.uint16).astype(np.int32)
@@ -85,11 +86,3 @@ def from_array(array: np.ndarray) -> tf.TensorProto:
 def shape_proto(shape) -> tf.TensorShapeProto:
     return tf.TensorShapeProto(dim=[tf.TensorShapeProto.Dim(size=d) for d in shape])
 
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
