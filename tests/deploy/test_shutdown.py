@@ -17,9 +17,10 @@ from tests.deploy.daemon import Daemon
 from tests.rpc.test_runaway import bounded, endless
 from xlacs import Client
 from xlacs.cli import COMPILER_SERVICE
+from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 
 SIZE = 1024
-ITERATIONS = 100  # a few seconds of MatMuls on this machine's CPU: long enough to signal mid-call
+ITERATIONS = 300  # seconds of MatMuls on this machine's CPU: long enough to signal mid-call and see the drain
 
 
 def matmul_loop(x, w):
@@ -92,8 +93,9 @@ def test_sigterm_drains_an_in_flight_execute_and_exits_0(tmp_path):
             assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
             watch.cancel()  # a Watch is a call in flight too: the drain would wait for it
             assert httpx.get(f"{daemon.http}/readyz", timeout=10).status_code == 503
-            with Client(daemon.address, timeout=30) as late, pytest.raises(grpc.RpcError) as refused:
-                late.ops()
+            # A channel without the Client's retries: the refusal itself, at once, while the Execute runs.
+            with grpc.insecure_channel(daemon.address) as late, pytest.raises(grpc.RpcError) as refused:
+                xlacs_pb2_grpc.CompilerStub(late).ListOps(xlacs_pb2.ListOpsRequest(), timeout=30)
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
             assert call.is_alive(), "the Execute ended before the drain could be observed; make it longer"
             call.join(timeout=300)
