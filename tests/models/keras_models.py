@@ -39,8 +39,17 @@ def keras_application(name: str, input_shape: tuple, seed: int = 0) -> tf.keras.
     return model
 
 
+@functools.lru_cache(maxsize=None)
 def frozen_keras(name: str, input_shape: tuple, seed: int = 0, lower_control_flow: bool = True):
-    """(FrozenGraph, keras model) for a Keras application, frozen with convert_variables_to_constants_v2."""
+    """(FrozenGraph, keras model) for a Keras application, frozen with convert_variables_to_constants_v2, once per
+    process (callers only read it: its GraphDef is bytes)."""
     model = keras_application(name, input_shape, seed)
     fn = tf.function(lambda x: model(x, training=False))
     return freeze(fn, tf.TensorSpec(input_shape, tf.float32), lower_control_flow=lower_control_flow), model
+
+
+@functools.lru_cache(maxsize=None)
+def keras_outputs(name: str, input_shape: tuple, seed: int = 0, input_seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(x, the Keras application's output for x), x ~ U(-1, 1) from `input_seed`, computed once per process."""
+    x = np.random.default_rng(input_seed).uniform(-1, 1, input_shape).astype(np.float32)
+    return x, keras_application(name, input_shape, seed)(x, training=False).numpy()
