@@ -72,8 +72,8 @@ class ServedModel:
             log.warning("%r failed to load: %s", self, self.reason)
             raise
         self.state = READY
-        log.info("%r is ready (%s, max_batch_size %d, %d signature(s)) in %.1f s", self, self.platform,
-                 self.max_batch_size, len(self.signatures), time.perf_counter() - start)
+        log.info("%r is ready (%s, max_batch_size %d) in %.1f s", self, self.platform, self.max_batch_size,
+                 time.perf_counter() - start)
 
     def _load(self) -> None:
         self._source = found = source.read(self._version_dir, self.config, self._service.settings.max_graph_bytes)
@@ -95,12 +95,20 @@ class ServedModel:
             except Exception as e:  # the main signature serves on; a Predict on this one says why it cannot
                 log.warning("%r: signature %r is not served: %s", self, key, e, exc_info=not isinstance(e, XlacsError))
                 self.refused[key] = e
+        if found.others:
+            log.info("%r: TF Serving's Predict serves signature(s) %s besides %r", self,
+                     ", ".join(map(repr, self.signatures.keys() - {found.signature_key})) or "none", found.signature_key)
 
     def _compile(self, found: source.Source, label: str, graph_name: str) -> ServedSignature:
         served = ServedSignature(self._service, self._dynamic, found, label=label, graph_name=graph_name,
                                  statistics=self.statistics)
         served.compile(self.config.dynamic_batching if self.config.HasField("dynamic_batching") else None)
         return served
+
+    @property
+    def batcher(self):
+        """The main signature's dynamic batcher (None without one)."""
+        return self._main.batcher if self._main is not None else None
 
     @property
     def signature(self) -> source.Source:
