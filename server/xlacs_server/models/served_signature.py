@@ -62,7 +62,7 @@ class ServedSignature:
         self.batcher: DynamicBatcher | None = None  # a config with dynamic_batching has one per signature
         self._service, self._dynamic, self._statistics = service, dynamic, statistics
         self._graph_name = graph_name
-        self._executable_id = ""
+        self.executable_id = ""  # bound again from the cache when the daemon dropped it (max_loaded)
 
     def __repr__(self) -> str:
         return self.label
@@ -107,7 +107,7 @@ class ServedSignature:
         else:
             result = self._service.compile(self._spec, call.checkpoint, call.slot)
             compiled, cache = result.loaded, result.cache
-        self._executable_id = compiled.id
+        self.executable_id = compiled.id
         log.info("%r: executable %s (%s)", self, compiled.id, cache)
         return compiled
 
@@ -131,7 +131,7 @@ class ServedSignature:
             caches.append(result.cache)
             return result
         zeros = {b.tensor: np.zeros((bucket, *b.dims), b.dtype) for b in self.source.inputs}
-        self._dynamic.route(self._executable_id, zeros, compile)
+        self._dynamic.route(self.executable_id, zeros, compile)
         log.info("%r: batch bucket %d ready (%s) in %.0f ms", self, bucket, caches[0] if caches else "loaded",
                  (time.perf_counter() - start) * 1e3)
 
@@ -169,7 +169,7 @@ class ServedSignature:
         times = RunTimes()
 
         def execute():
-            return execute_routed(self._dynamic, call, self._executable_id, feeds,
+            return execute_routed(self._dynamic, call, self.executable_id, feeds,
                                   lambda spec: self._compile_bucket(spec, call.context), times=times)
         try:
             _, results, _ = execute()
