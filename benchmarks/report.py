@@ -289,6 +289,11 @@ def _batch_sweep(sweep: dict | None) -> list[str]:
             "", *_table(["batch size", "p50 ms per request", "ms per image", "requests"], rows)]
 
 
+def _span(values: list[float]) -> str:
+    low, high = _ms(min(values)), _ms(max(values))
+    return low if low == high else f"{low}-{high}"
+
+
 def _tfserving(results: dict) -> list[str]:
     t = results.get("tfserving")
     if t is None:
@@ -297,7 +302,7 @@ def _tfserving(results: dict) -> list[str]:
             ("round_trip", "round trip over loopback, the official client"))
     apis = (("predict", "TF Serving's `PredictionServicer.Predict`"),
             ("model_infer", "the Open Inference Protocol's `InferenceServicer.ModelInfer`"))
-    rows = [[f"{label}, {where}", *["-".join(sorted({_ms(v) for v in t[way][api][q]})) for q in ("p50_ms", "p90_ms")],
+    rows = [[f"{label}, {where}", *[_span(t[way][api][q]) for q in ("p50_ms", "p90_ms")],
              f"{t[way]['ratio']:.2f}×" if api == "predict" else ""]
             for way, where in ways for api, label in apis]
     return ["## TF Serving's Predict beside ModelInfer (ms)", "",

@@ -110,7 +110,7 @@ def measure(directory: pathlib.Path, requests: int, rounds: int) -> dict:
     Predict's p50 over ModelInfer's, of the medians over the rounds; the load average before and after."""
     repo = directory / "models"
     graphdef_model(repo, MODEL)
-    load_before = os.getloadavg()
+    started, load_before = time.strftime("%Y-%m-%d %H:%M:%S %Z"), os.getloadavg()
     samples = {way: {"predict": [], "model_infer": []} for way in ("in_process", "round_trip")}
     with ModelServer(repo) as server:
         for i in range(rounds):
@@ -120,7 +120,7 @@ def measure(directory: pathlib.Path, requests: int, rounds: int) -> dict:
                 for api, seconds in times.items():
                     samples[way][api].append(seconds)
     results = {"model": MODEL, "requests": requests, "warm_up": WARM_UP, "rounds": rounds,
-               "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "load_average": [load_before, os.getloadavg()]}
+               "started": started, "load_average": [load_before, os.getloadavg()]}
     for way, by_api in samples.items():
         results[way] = {api: _figures(s) for api, s in by_api.items()}
         medians = {api: float(np.median([np.percentile(s, 50) for s in by_api[api]])) for api in by_api}
