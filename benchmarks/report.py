@@ -289,6 +289,34 @@ def _batch_sweep(sweep: dict | None) -> list[str]:
             "", *_table(["batch size", "p50 ms per request", "ms per image", "requests"], rows)]
 
 
+def _span(values: list[float]) -> str:
+    low, high = _ms(min(values)), _ms(max(values))
+    return low if low == high else f"{low}-{high}"
+
+
+def _tfserving(results: dict) -> list[str]:
+    t = results.get("tfserving")
+    if t is None:
+        return []
+    ways = (("in_process", "in the daemon's process (no transport)"),
+            ("round_trip", "round trip over loopback, the official client"))
+    apis = (("predict", "TF Serving's `PredictionServicer.Predict`"),
+            ("model_infer", "the Open Inference Protocol's `InferenceServicer.ModelInfer`"))
+    rows = [[f"{label}, {where}", *[_span(t[way][api][q]) for q in ("p50_ms", "p90_ms")],
+             f"{t[way]['ratio']:.2f}×" if api == "predict" else ""]
+            for way, where in ways for api, label in apis]
+    return ["## TF Serving's Predict beside ModelInfer (ms)", "",
+            f"The repository's small GraphDef model (4 floats in, 3 out, max_batch_size 8, no batcher), batch 1, "
+            f"served by a daemon in the benchmark's process (`benchmarks/tfserving.py`, measured {t['started']}): "
+            f"{t['requests']} sequential requests after {t['warm_up']} to warm up, per API, way and round; "
+            f"{t['rounds']} rounds, each API first in every other one. The round trips are the official clients' in "
+            "their venvs (tensorflow-serving-api's stubs with `tf.make_tensor_proto` in and `tf.make_ndarray` out; "
+            "`tritonclient.grpc`). Per round figures (lowest-highest); the ratio is Predict's median over ModelInfer's "
+            f"(the goal: at most 1.1×). Load average {t['load_average'][0][0]:.1f} before, "
+            f"{t['load_average'][1][0]:.1f} after.", "",
+            *_table(["path", "median", "90th percentile", "Predict / ModelInfer"], rows)]
+
+
 def _scaling(results: dict) -> list[str]:
     rows = []
     for row in results["scaling"]["rows"]:
@@ -341,6 +369,6 @@ def render(results: dict) -> str:
              *_goals(results), *goals.analysis(results), *_compile(results), *_compile_by_digest(results),
              *_execute(results), *_tiny(results),
              *_transfer(results), *_throughput(results), *_training(results), *_batching(results),
-             *_scaling(results),
+             *_tfserving(results), *_scaling(results),
              *_profiles(results)]
     return "\n".join(lines).rstrip() + "\n"

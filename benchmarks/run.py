@@ -7,6 +7,7 @@ Writes docs/benchmarks.md and docs/benchmarks.json.
     .venv/bin/python -m benchmarks.run [--quick] --only transport    # the tiny round trip, transfer, client memory
     .venv/bin/python -m benchmarks.run [--quick] --only training    # the training step beside TF graph and TF XLA
     .venv/bin/python -m benchmarks.run [--quick] --only batching    # MobileNetV2 served with and without batching
+    .venv/bin/python -m benchmarks.run [--quick] --only tfserving    # TF Serving's Predict beside ModelInfer
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from benchmarks import (batching, compile_by_digest, compile_latency, execute_latency, machine, models,  # noqa: E402
-                        profiles, report, scaling, shared_memory, throughput, training, transport)
+                        profiles, report, scaling, shared_memory, tfserving, throughput, training, transport)
 from benchmarks.peers import IN_PROCESS  # noqa: E402
 from benchmarks.peers.remote import PeerProcesses  # noqa: E402
 from benchmarks.processes import RedisServer, ServeProcess, redis_env  # noqa: E402
@@ -47,15 +48,16 @@ class Budget:
     profile_s: float
     training_s: float  # per optimizer, the three runners interleaved
     batching_s: float  # per round of each model (two rounds, alternating)
+    tfserving_requests: int  # per API, way and round (two rounds)
 
 
 MODES = {
     "quick": Budget(compile_rounds=1, l1_repeats=3, execute_s=1.5, tiny_s=2, transfer_mb=(1, 64), transfer_s=1,
                     concurrencies=(1, 4, 16, 64), throughput_s=2, chain_layers=(10, 100, 400),
-                    weight_mb=(1, 16, 64), profile_s=2, training_s=2, batching_s=4),
+                    weight_mb=(1, 16, 64), profile_s=2, training_s=2, batching_s=4, tfserving_requests=300),
     "full": Budget(compile_rounds=3, l1_repeats=10, execute_s=6, tiny_s=10, transfer_mb=(1, 64, 512),
                    transfer_s=5, concurrencies=(1, 4, 16, 64), throughput_s=8, chain_layers=(10, 100, 400, 1000),
-                   weight_mb=(1, 16, 64, 256), profile_s=4, training_s=6, batching_s=10),
+                   weight_mb=(1, 16, 64, 256), profile_s=4, training_s=6, batching_s=10, tfserving_requests=1000),
 }
 
 
@@ -207,6 +209,8 @@ def run(mode: str, names: list[str], out_dir: pathlib.Path) -> dict:
     results["scaling"] = scaling.measure(directory, list(budget.chain_layers), list(budget.weight_mb))
     _step("dynamic batching")
     results["batching"] = batching.measure(directory, budget.batching_s, rounds=2)
+    _step("TF Serving's Predict beside ModelInfer")
+    results["tfserving"] = tfserving.measure(directory, budget.tfserving_requests, rounds=2)
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     _write(results, out_dir)
     return results
@@ -225,6 +229,9 @@ def run_section(section: str, mode: str, out_dir: pathlib.Path) -> dict:
     elif section == "batching":
         _step("dynamic batching")
         results["batching"] = batching.measure(directory, MODES[mode].batching_s, rounds=2)
+    elif section == "tfserving":
+        _step("TF Serving's Predict beside ModelInfer")
+        results["tfserving"] = tfserving.measure(directory, MODES[mode].tfserving_requests, rounds=2)
     else:
         redis_server = RedisServer(directory)
         try:
@@ -249,7 +256,7 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(models.BUILDERS),
                         help=f"comma-separated subset of {', '.join(models.BUILDERS)}")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "docs", help="where the .md and .json go")
-    parser.add_argument("--only", choices=["compile_by_digest", "transport", "training", "batching"],
+    parser.add_argument("--only", choices=["compile_by_digest", "transport", "training", "batching", "tfserving"],
                         help="measure this section alone and update it in --out's files (the rest keep their figures)")
     args = parser.parse_args()
     if args.only:

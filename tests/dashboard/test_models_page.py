@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from tests.dashboard.conftest import shoot
 from tests.model_repository import ModelServer, failing_model, graphdef_model
 from xlacs_server.errors import InvalidRequest
-from xlacs_server.models.model import Background
+from xlacs_server.models.served_signature import Background
 
 
 def row(page, model: str, version: str):

@@ -12,7 +12,7 @@ import pytest
 from xlacs_server.errors import InvalidRequest, Unavailable, Unimplemented
 from xlacs_server.inference import binary_data, infer_request, json_tensors
 from xlacs_server.models.datatypes import DATATYPES, to_numpy
-from xlacs_server.models.model import TensorMetadata
+from xlacs_server.models.served_signature import TensorMetadata
 
 
 class Model:

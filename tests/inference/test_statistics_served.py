@@ -12,7 +12,7 @@ from tests.inference import tritonclient
 from tests.model_repository import ModelServer, graphdef_model
 from xlacs_server.inference.v2 import grpc_service_pb2
 from xlacs_server.errors import InvalidRequest, Unavailable
-from xlacs_server.models.model import Background
+from xlacs_server.models.served_signature import Background
 
 
 def scraped(server, model: str, version: str) -> dict[str, float]:

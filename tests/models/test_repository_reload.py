@@ -117,7 +117,7 @@ def test_a_model_whose_executable_the_daemon_dropped_is_bound_again_from_the_cac
     with ModelServer(tmp_path, max_loaded=1) as server:
         compiles = server.service.counters.compiles
         with pytest.raises(NotFound):  # dropped when the second model loaded
-            server.service.loaded(server.models.model("first")._executable_id)
+            server.service.loaded(server.models.model("first").signatures["serving_default"].executable_id)
         inputs = first.inputs(2)
         got = server.models.model("first").infer(inputs, None, Context())
         np.testing.assert_allclose(got["Identity"], first.expected(inputs)["Identity"], rtol=1e-5, atol=1e-5)

@@ -53,6 +53,29 @@ class Lookup(tf.Module):
         return {"count": self.count.read_value()}
 
 
+class Signatures(tf.Module):
+    """Three signatures of different inputs and outputs: a batch of 3 features, a batch of pairs (two inputs, int64
+    and float32 out), and two fixed-shape vectors without a batch dim."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(np.random.default_rng(6).normal(size=(3, 2)).astype(np.float32), name="w")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x")])
+    def __call__(self, x):
+        return {"y": tf.matmul(x, self.w)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="a"),
+                                  tf.TensorSpec([None], tf.int64, name="k")])
+    def scale(self, a, k):
+        return {"scaled": a * tf.reduce_sum(self.w) * tf.cast(k, tf.float32)[:, None], "doubled": k * 2}
+
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32, name="left"),
+                                  tf.TensorSpec([3], tf.float32, name="right")])
+    def pair(self, left, right):
+        return {"sum": left + right, "product": left * right}
+
+
 def two_io_model() -> keras.Model:
     """A Keras model with two named inputs and a dict of two named outputs."""
     keras.utils.set_random_seed(5)
@@ -65,12 +88,17 @@ def two_io_model() -> keras.Model:
 
 @functools.lru_cache(maxsize=None)
 def saved(name: str) -> pathlib.Path:
-    """The SavedModel `name`: "affine" or "lookup" (tf.saved_model.save of a tf.Module), or "<model>_<saver>" with model
-    "two_io" or "mobilenet_v2" and saver "save" (tf.saved_model.save) or "export" (Keras 3 model.export())."""
+    """The SavedModel `name`: "affine", "lookup" or "signatures" (tf.saved_model.save of a tf.Module), or
+    "<model>_<saver>" with model "two_io" or "mobilenet_v2" and saver "save" (tf.saved_model.save) or "export" (Keras 3 model.export())."""
     path = ROOT / name
     if name == "affine":
         module = Affine()
         tf.saved_model.save(module, str(path), signatures={"serving_default": module.__call__, "shift": module.shift})
+        return path
+    if name == "signatures":
+        module = Signatures()
+        tf.saved_model.save(module, str(path), signatures={"serving_default": module.__call__, "scale": module.scale,
+                                                           "pair": module.pair})
         return path
     if name == "lookup":
         module = Lookup()

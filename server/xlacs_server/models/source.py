@@ -20,6 +20,7 @@ from xlacs_server.models import datatypes
 # batching, up to this many (Triton's default-max-batch-size for the models it completes the config of).
 DEFAULT_MAX_BATCH_SIZE = 4
 UNKNOWN = -1
+TENSORFLOWS_OWN = "__saved_model_"  # the prefix of TensorFlow's own signatures (its init op's), not models' functions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,9 @@ class Source:
     # A SavedModel's SignatureDefs by key, every one of them (TF Serving's model metadata lists them); a GraphDef has
     # none of its own.
     signature_defs: dict[str, tf_saved_model_pb2.SignatureDef] = dataclasses.field(default_factory=dict)
+    # A SavedModel's other signatures, which TF Serving's Predict runs too (TensorFlow's own, "__saved_model_*", left
+    # out): each read as a Source of its own, or the InvalidRequest saying why xlacs does not serve it.
+    others: dict[str, Source | InvalidRequest] = dataclasses.field(default_factory=dict)
 
 
 def read(version_dir: pathlib.Path, config: model_config_pb2.ModelConfig, max_graph_bytes: int) -> Source:
@@ -104,7 +108,35 @@ def _saved_model(path: pathlib.Path, config: model_config_pb2.ModelConfig) -> So
     # Copies: a reference into the MetaGraphDef would keep all of it (its graph and functions) alive.
     defs = {k: tf_saved_model_pb2.SignatureDef.FromString(d.SerializeToString())
             for k, d in saved.meta_graph.signature_def.items()}
-    return Source(signature.graph_def, inputs, outputs, config, key, defs)
+    others = {k: _other(saved, k, config) for k in sorted(defs) if k != key and not k.startswith(TENSORFLOWS_OWN)}
+    return Source(signature.graph_def, inputs, outputs, config, key, defs, others)
+
+
+def _other(saved: SavedModel, key: str, config: model_config_pb2.ModelConfig) -> Source | InvalidRequest:
+    """A signature besides the one the config serves: batching (up to the model's max_batch_size, or
+    DEFAULT_MAX_BATCH_SIZE where the model does not batch) when each of its inputs and outputs has an unknown first
+    dim, else of the signature's shapes. The config names none of its tensors: its inputs' shapes must be known."""
+    try:
+        signature = saved.signature(key)
+    except SavedModelError as e:
+        return InvalidRequest(str(e))
+    specs = [*signature.inputs.items(), *signature.outputs.items()]
+    batched = bool(signature.inputs) and all(s.shape and s.shape[0] == UNKNOWN for _, s in specs)
+    served = _copy(config)
+    served.max_batch_size = (config.max_batch_size or DEFAULT_MAX_BATCH_SIZE) if batched else 0
+    del served.input[:], served.output[:]
+    bindings = {"input": [], "output": []}
+    for what, tensors in (("input", signature.inputs), ("output", signature.outputs)):
+        for name, spec in tensors.items():
+            dims = None if spec.shape is None else spec.shape[1:] if batched else spec.shape
+            if what == "input" and (dims is None or UNKNOWN in dims):
+                shape = "no known rank" if dims is None else f"shape {list(spec.shape)}"
+                return InvalidRequest(f"signature {key!r}: input {name!r} has {shape}: xlacs compiles every shape at "
+                                      "load, and serves a signature the config does not name only where its inputs' "
+                                      "shapes are known (the batch dim aside, when every input and output has one)")
+            known = dims is not None and UNKNOWN not in dims
+            bindings[what].append(Binding(name, spec.tensor, spec.dtype, dims if known else None))
+    return Source(signature.graph_def, bindings["input"], bindings["output"], served, key)
 
 
 def _bind(config: model_config_pb2.ModelConfig, given, specs: dict, what: str) -> list[Binding]:

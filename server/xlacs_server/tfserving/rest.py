@@ -131,11 +131,12 @@ class Endpoints:
         """The gRPC Predict's model, signature and alias checks on the body's tensors (whose dtypes the signature
         gives), then the served model's run."""
         model = servicer.model_of(self.models, spec)
+        served = []
 
         def inputs_of(signature_name: str) -> dict[str, TensorSig]:
-            signatures.served(model, signature_name or DEFAULT_SIGNATURE)
+            served.append(signatures.served(model, signature_name or DEFAULT_SIGNATURE))
             return {m.name: TensorSig(m.name, datatypes.to_numpy(m.datatype, m.name), tuple(m.shape))
-                    for m in model.inputs}
+                    for m in served[0].inputs}
         predict = rest_json.decode(body, inputs_of, max_input_bytes=self.max_input_bytes)
-        servicer.check_aliases(model, predict.inputs)
-        return rest_json.encode(model.infer(predict.inputs, None, context), predict.format)
+        servicer.check_aliases(served[0], predict.inputs)
+        return rest_json.encode(model.infer(predict.inputs, None, context, served[0].key), predict.format)

@@ -50,9 +50,9 @@ def model_of(models, spec: model_pb2.ModelSpec):
         raise NotFound(f"Servable not found for request: {wanted}: {e}") from None
 
 
-def check_aliases(model, given) -> None:
+def check_aliases(signature, given) -> None:
     """TF Serving's errors for request inputs (by alias) that are not exactly the signature's (gRPC and REST)."""
-    expected = {m.name for m in model.inputs}
+    expected = {m.name for m in signature.inputs}
     if set(given) == expected:
         return
     sent, wanted = sorted(given), sorted(expected)
@@ -80,21 +80,21 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     def Predict(self, request, context):
         spec = _spec(request)
         model = model_of(self.models, spec)
-        key = signatures.served(model, spec.signature_name or DEFAULT_SIGNATURE)
-        inputs = self._inputs(model, request.inputs)
-        wanted = self._outputs(model, request.output_filter)
-        outputs = model.infer(inputs, wanted, context)
+        signature = signatures.served(model, spec.signature_name or DEFAULT_SIGNATURE)
+        inputs = self._inputs(signature, request.inputs)
+        wanted = self._outputs(signature, request.output_filter)
+        outputs = model.infer(inputs, wanted, context, signature.key)
         answer = predict_pb2.PredictResponse(model_spec=model_pb2.ModelSpec(
-            name=spec.name, signature_name=key, version=wrappers_pb2.Int64Value(value=int(model.version))))
+            name=spec.name, signature_name=signature.key, version=wrappers_pb2.Int64Value(value=int(model.version))))
         for alias, array in outputs.items():
             answer.outputs[alias].CopyFrom(tensors.from_array(array))
         return answer
 
-    def _inputs(self, model, given) -> dict:
+    def _inputs(self, signature, given) -> dict:
         """The request's tensors by alias, checked as TF Serving checks them: the signature's aliases exactly, each
         tensor parsing, each of the signature's dtype; at most max_input_bytes together."""
-        check_aliases(model, given)
-        expected = {m.name: m for m in model.inputs}
+        check_aliases(signature, given)
+        expected = {m.name: m for m in signature.inputs}
         arrays, size = {}, 0
         for alias in sorted(given):
             array = tensors.to_array(given[alias], alias)
@@ -111,9 +111,9 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         return arrays
 
     @staticmethod
-    def _outputs(model, output_filter) -> list[str] | None:
+    def _outputs(signature, output_filter) -> list[str] | None:
         """The aliases of output_filter, checked; None (every output of the signature) when it is empty."""
-        names = sorted(m.name for m in model.outputs)
+        names = sorted(m.name for m in signature.outputs)
         seen = []
         for alias in output_filter:
             if alias not in names:

@@ -1,14 +1,17 @@
 """A served model's SignatureDefs as TF Serving shows them: a SavedModel's own, every one of them (GetModelMetadata
 lists them all, as TF Serving does), or for a GraphDef model one "serving_default" predict signature made of its
-config's inputs and outputs. Predict runs the signature the model serves (models/: "serving_default", or the
-config's TF_SIGNATURE_DEF)."""
+config's inputs and outputs. Predict runs any of them (models/ compiles a SavedModel's every signature at load, but
+TensorFlow's own) as TF Serving does, whatever its method_name (TF Serving checks it only with
+--enable_signature_method_name_check, off by default)."""
 from __future__ import annotations
 
+import grpc
 from xlacs import dtypes
 from xlacs.v1 import tf_saved_model_pb2
 
-from xlacs_server.errors import FailedPrecondition, Unimplemented
+from xlacs_server.errors import FailedPrecondition, Unimplemented, XlacsError
 from xlacs_server.models import datatypes
+from xlacs_server.models.source import TENSORFLOWS_OWN
 from xlacs_server.tfserving.tensors import shape_proto
 
 PREDICT_METHOD = "tensorflow/serving/predict"
@@ -19,17 +22,21 @@ def signature_defs(model) -> dict[str, tf_saved_model_pb2.SignatureDef]:
     return dict(source.signature_defs) or {source.signature_key: _made(model)}
 
 
-def served(model, key: str) -> str:
-    """`key` when it names the signature `model` serves. TF Serving's FAILED_PRECONDITION for a signature the model
-    lacks; UNIMPLEMENTED for one of its SavedModel's other signatures, which xlacs did not compile."""
+def served(model, key: str):
+    """The signature `key` as `model` serves it (models/served_signature.py: its inputs, outputs and run). TF Serving's
+    FAILED_PRECONDITION for a signature the model lacks; for one of its SavedModel's that xlacs does not serve, why."""
     source = model.signature
-    if key == source.signature_key:
-        return key
-    if key not in source.signature_defs:
-        raise FailedPrecondition(f'Serving signature key "{key}" not found.')
-    raise Unimplemented(f"{model!r} serves signature {source.signature_key!r} only; its SavedModel's signature "
-                        f"{key!r} is not compiled: serve it as a model of its own, whose config.pbtxt names it "
-                        f'(parameters {{ key: "TF_SIGNATURE_DEF" value {{ string_value: "{key}" }} }})')
+    found = model.signatures.get(key)
+    if found is not None:
+        return found
+    cause = model.refused.get(key)
+    if cause is not None:
+        ours = not isinstance(cause, XlacsError) or cause.code == grpc.StatusCode.INTERNAL  # a bug of xlacs
+        raise (XlacsError if ours else Unimplemented)(f"{model!r}: signature {key!r} is not served: {cause}")
+    if key in source.signature_defs and key.startswith(TENSORFLOWS_OWN):
+        raise FailedPrecondition(f'Serving signature key "{key}" is TensorFlow\'s own (the SavedModel\'s '
+                                 "initialization), not a function to run")
+    raise FailedPrecondition(f'Serving signature key "{key}" not found.')
 
 
 def _made(model) -> tf_saved_model_pb2.SignatureDef:
