@@ -14,7 +14,7 @@ from xlacs_server.errors import InvalidRequest, LimitExceeded
 from xlacs_server.graph.ir import Endpoint
 from xlacs_server.models.v2 import model_config_pb2
 from xlacs_server.models import config as configs
-from xlacs_server.models import datatypes
+from xlacs_server.models import datatypes, examples
 
 # A SavedModel without a config whose signature's inputs and outputs all have an unknown first dim is served as
 # batching, up to this many (Triton's default-max-batch-size for the models it completes the config of).
@@ -42,6 +42,8 @@ class Source:
     # A SavedModel's SignatureDefs by key, every one of them (TF Serving's model metadata lists them); a GraphDef has
     # none of its own.
     signature_defs: dict[str, tf_saved_model_pb2.SignatureDef] = dataclasses.field(default_factory=dict)
+    # A signature fed serialized tf.Examples: compiled from its ParseExample's dense features (models/examples.py).
+    examples: examples.ExampleSignature | None = None
 
 
 def read(version_dir: pathlib.Path, config: model_config_pb2.ModelConfig, max_graph_bytes: int) -> Source:
@@ -89,7 +91,8 @@ def _saved_model(path: pathlib.Path, config: model_config_pb2.ModelConfig) -> So
     key = configs.signature_key(config, DEFAULT_SIGNATURE)
     try:
         saved = SavedModel(path)
-        signature = saved.signature(key)
+        cut = examples.read(saved, key)
+        signature = cut[0] if cut else saved.signature(key)
     except SavedModelError as e:
         raise InvalidRequest(f"model {config.name!r}: {e}") from None
     specs = list(signature.inputs.items()) + list(signature.outputs.items())
@@ -104,7 +107,7 @@ def _saved_model(path: pathlib.Path, config: model_config_pb2.ModelConfig) -> So
     # Copies: a reference into the MetaGraphDef would keep all of it (its graph and functions) alive.
     defs = {k: tf_saved_model_pb2.SignatureDef.FromString(d.SerializeToString())
             for k, d in saved.meta_graph.signature_def.items()}
-    return Source(signature.graph_def, inputs, outputs, config, key, defs)
+    return Source(signature.graph_def, inputs, outputs, config, key, defs, cut and cut[1])
 
 
 def _bind(config: model_config_pb2.ModelConfig, given, specs: dict, what: str) -> list[Binding]:
