@@ -118,8 +118,9 @@ ERRORS = [  # (method, path, body), HTTP status, the start of TF Serving's messa
      "not of expected type: float"),
     ("POST", "/v1/models/keras_sm:predict", {"instances": [[1.0] * 4] * 5}, 400, "...max_batch_size 4"),
     ("POST", "/v1/models/broken:predict", {"instances": [[1.0] * 4]}, 503, "...broken"),
-    ("POST", "/v1/models/keras_sm:classify", {"examples": []}, 501, "Classify is not offered: it needs tf.Example"),
-    ("POST", "/v1/models/keras_sm:regress", {"examples": []}, 501, "Regress is not offered: it needs tf.Example"),
+    ("POST", "/v1/models/keras_sm:classify", {"examples": [{"x": 1.0}]}, 400,
+     "Expected classification signature method_name to be tensorflow/serving/classify. Was: "
+     "tensorflow/serving/predict"),
     ("POST", "/v1/models/keras_sm:explain", {}, 400, "Malformed request: POST /v1/models/keras_sm:explain"),
     ("POST", "/v1/models/keras_sm/versions/one:predict", {}, 400, "Malformed request: POST"),
     ("GET", "/v1/models/nope", None, 404, "Could not find any versions of model nope"),
@@ -139,16 +140,6 @@ def test_errors_are_tf_servings(tfs_server, method, path, body, status, message)
     assert list(got.json()) == ["error"]
     error = got.json()["error"]
     assert message[3:] in error if message.startswith("...") else error.startswith(message), error
-
-
-def test_classify_and_regress_say_what_grpc_says(tfs_server, tmp_path):
-    _, grpc_says = client.run('''
-reply(result={"classify": failure(predict.Classify, classification_pb2.ClassificationRequest()),
-               "regress": failure(predict.Regress, regression_pb2.RegressionRequest())})''',
-                              tmp_path, url=tfs_server.grpc_address)
-    for method in ("classify", "regress"):
-        got = _post(tfs_server, f"/v1/models/keras_sm:{method}", {"examples": [{"x": 1}]})
-        assert (got.status_code, got.json()) == (501, {"error": grpc_says[method][1]})
 
 
 GRPC_PREDICT = '''

@@ -51,11 +51,13 @@ class Freezer:
     """value(variable) gives a variable's checkpoint value; variables are named by their object graph node."""
 
     def __init__(self, graph_def: tf.GraphDef, bound_inputs: Mapping[str, Sequence[int]],
-                 value: Callable[[int], np.ndarray]):
+                 value: Callable[[int], np.ndarray], graph_value: Callable[[str], np.ndarray] | None = None):
         self.graph_def = graph_def
         self.functions = {f.signature.name: f for f in graph_def.library.function}
         self.bound_inputs = bound_inputs
         self.value = value
+        # A TensorFlow 1 graph's variable (no object graph: Estimator, tf.compat.v1 Builder) by its checkpoint key.
+        self.graph_value = graph_value
         self.specialized: dict[tuple, str] = {}  # (function, ((arg position, variable), ...)) -> its name
         self.new_functions: list[tf.FunctionDef] = []
 
@@ -76,12 +78,19 @@ class Freezer:
             if node.op in CALL_OPS:
                 variables.update(self._bind_captures(node, nodes))
             pending.extend(_node_name(i) for i in node.input)
+        graph_variables = {}
         for name, node in kept.items():
-            if node.op == "VarHandleOp":
-                if name not in variables:
-                    raise FreezeError(f"variable {name!r} is read outside a function call; xlacs freezes the "
-                                      "SavedModels of TensorFlow 2 (tf.saved_model.save, Keras model.export())")
+            if node.op == "VarHandleOp" and name in variables:
                 node.CopyFrom(_const(name, self.value(variables[name])))
+            elif node.op in ("VarHandleOp", "VariableV2"):
+                if self.graph_value is None:
+                    raise FreezeError(f"variable {name!r} is read outside a function call, and the SavedModel has "
+                                      "no TensorFlow 1 checkpoint of it")
+                key = node.attr["shared_name"].s.decode() or name
+                graph_variables[name] = node.op
+                node.CopyFrom(_const(name, self.graph_value(key)))
+        for node in kept.values():
+            _read_frozen(node, graph_variables)
         out = tf.GraphDef(versions=self.graph_def.versions)
         out.node.extend(kept[n.name] for n in self.graph_def.node if n.name in kept)
         library = {**self.functions, **{f.signature.name: f for f in self.new_functions}}
@@ -183,6 +192,19 @@ class Freezer:
                     reached.add(name)
                     pending.extend(library[name].node_def)
         return [name for name in library if name in reached]
+
+
+def _read_frozen(node: tf.NodeDef, graph_variables: Mapping[str, str]) -> None:
+    """A TensorFlow 1 graph's read of a variable frozen to a Const becomes an Identity of it; any other use of a
+    resource variable (an assignment) is refused."""
+    refs = [i for i in node.input if graph_variables.get(_node_name(i)) == "VarHandleOp"]
+    if not refs:
+        return
+    if node.op != "ReadVariableOp":
+        raise FreezeError(f"variable {_node_name(refs[0])!r} is used by {node.op} node {node.name!r}; xlacs "
+                          "freezes variables that are only read (ReadVariableOp)")
+    node.op = "Identity"
+    node.attr["T"].type = node.attr.pop("dtype").type
 
 
 def _rename(ref: str, renamed: Mapping[str, str]) -> str:

@@ -157,12 +157,17 @@ class SavedModel:
                                   f"{', '.join(map(repr, self.signature_keys)) or 'none'}")
         inputs = {name: _spec(name, info) for name, info in sorted(signature_def.inputs.items())}
         outputs = {name: _spec(name, info) for name, info in sorted(signature_def.outputs.items())}
-        graph_def = self.meta_graph.graph_def
+        return Signature(key, self.freeze([s.tensor for s in outputs.values()], key), inputs, outputs)
+
+    def freeze(self, fetches: list[str], key: str) -> bytes:
+        """The serialized GraphDef of what `fetches` (tensors of signature `key`) need, variables frozen: a
+        TensorFlow 2 graph's captured by its functions, a TensorFlow 1 graph's (no object graph) by their name."""
         bound_inputs = {name: list(f.bound_inputs)
                         for name, f in self.meta_graph.object_graph_def.concrete_functions.items()}
+        graph_value = None if self.meta_graph.object_graph_def.nodes else lambda key: self.bundle.tensor(key)
         try:
-            frozen = Freezer(graph_def, bound_inputs, self.variable).freeze([s.tensor for s in outputs.values()])
+            frozen = Freezer(self.meta_graph.graph_def, bound_inputs, self.variable, graph_value).freeze(fetches)
         except (BundleError, FreezeError) as e:
             raise SavedModelError(f"{self.directory}, signature {key!r}: {e}") from None
-        return Signature(key, frozen.SerializeToString(deterministic=True), inputs, outputs)
+        return frozen.SerializeToString(deterministic=True)
 

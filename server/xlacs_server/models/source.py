@@ -14,7 +14,7 @@ from xlacs_server.errors import InvalidRequest, LimitExceeded
 from xlacs_server.graph.ir import Endpoint
 from xlacs_server.models.v2 import model_config_pb2
 from xlacs_server.models import config as configs
-from xlacs_server.models import datatypes
+from xlacs_server.models import datatypes, examples
 
 # A SavedModel without a config whose signature's inputs and outputs all have an unknown first dim is served as
 # batching, up to this many (Triton's default-max-batch-size for the models it completes the config of).
@@ -46,6 +46,8 @@ class Source:
     # A SavedModel's other signatures, which TF Serving's Predict runs too (TensorFlow's own, "__saved_model_*", left
     # out): each read as a Source of its own, or the InvalidRequest saying why xlacs does not serve it.
     others: dict[str, Source | InvalidRequest] = dataclasses.field(default_factory=dict)
+    # A signature fed serialized tf.Examples: compiled from its ParseExample's dense features (models/examples.py).
+    examples: examples.ExampleSignature | None = None
 
 
 def read(version_dir: pathlib.Path, config: model_config_pb2.ModelConfig, max_graph_bytes: int) -> Source:
@@ -93,7 +95,8 @@ def _saved_model(path: pathlib.Path, config: model_config_pb2.ModelConfig) -> So
     key = configs.signature_key(config, DEFAULT_SIGNATURE)
     try:
         saved = SavedModel(path)
-        signature = saved.signature(key)
+        cut = examples.read(saved, key)
+        signature = cut[0] if cut else saved.signature(key)
     except SavedModelError as e:
         raise InvalidRequest(f"model {config.name!r}: {e}") from None
     specs = list(signature.inputs.items()) + list(signature.outputs.items())
@@ -109,7 +112,7 @@ def _saved_model(path: pathlib.Path, config: model_config_pb2.ModelConfig) -> So
     defs = {k: tf_saved_model_pb2.SignatureDef.FromString(d.SerializeToString())
             for k, d in saved.meta_graph.signature_def.items()}
     others = {k: _other(saved, k, config) for k in sorted(defs) if k != key and not k.startswith(TENSORFLOWS_OWN)}
-    return Source(signature.graph_def, inputs, outputs, config, key, defs, others)
+    return Source(signature.graph_def, inputs, outputs, config, key, defs, others, cut and cut[1])
 
 
 def _other(saved: SavedModel, key: str, config: model_config_pb2.ModelConfig) -> Source | InvalidRequest:

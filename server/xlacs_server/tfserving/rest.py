@@ -5,6 +5,7 @@ metadata are the gRPC services' answers written as TF Serving writes them, and :
 through the same served model, with the JSON of rest_json.py. docs/tf_serving.md lists every endpoint."""
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import anyio
@@ -15,11 +16,12 @@ from google.protobuf import json_format, wrappers_pb2
 from pydantic import BaseModel
 from xlacs.saved_model import DEFAULT_SIGNATURE
 
-from xlacs_server.errors import InvalidRequest, NotFound, Unimplemented
+from xlacs_server.errors import InvalidRequest, NotFound
 from xlacs_server.models import datatypes
 from xlacs_server.tensor_sig import TensorSig
-from xlacs_server.tfserving import rest_json, servicer, signatures
-from xlacs_server.tfserving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
+from xlacs_server.tfserving import examples, rest_json, servicer, signatures
+from xlacs_server.tfserving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2, model_pb2,
+                                         regression_pb2)
 
 INT64_MAX = 2**63 - 1
 CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
@@ -40,14 +42,13 @@ def router(service, *, route_class, request_context, read_body, infer_threads) -
     # A version is digits (Starlette's int convertor): any other path under /v1 is TF Serving's "Malformed request".
     model_paths = [("/v1/models/{name}", _latest), ("/v1/models/{name}/versions/{version:int}", _versioned),
                    ("/v1/models/{name}/labels/{label}", _labelled)]
-    offered = (endpoints.status, endpoints.metadata, endpoints.predict)
     for method, suffix, handler in [("GET", "", endpoints.status), ("GET", "/metadata", endpoints.metadata),
                                     ("POST", ":predict", endpoints.predict), ("POST", ":classify", endpoints.classify),
                                     ("POST", ":regress", endpoints.regress)]:
         for path, spec_of in model_paths:
-            # What is always refused (a label, :classify, :regress) is served but left out of the OpenAPI document.
+            # A label, always refused, is served but left out of the OpenAPI document.
             api.add_api_route(path + suffix, _bound(handler, spec_of), methods=[method], responses=errors,
-                              include_in_schema=spec_of is not _labelled and handler in offered,
+                              include_in_schema=spec_of is not _labelled,
                               summary=handler.__doc__.split(":")[0].split(".")[0])
     api.add_api_route("/v1/{path:path}", endpoints.malformed, methods=["GET", "POST"], include_in_schema=False)
     return api
@@ -114,13 +115,31 @@ class Endpoints:
                                                  limiter=self.infer_threads)
         return Response(content, media_type="application/json")
 
-    async def classify(self, request: Request, spec: model_pb2.ModelSpec) -> None:
-        """Classify: refused as the gRPC Classify is (it needs tf.Example parsing)."""
-        raise Unimplemented(servicer.CLASSIFY_REFUSED)
+    async def classify(self, request: Request, spec: model_pb2.ModelSpec) -> Response:
+        """Classify: tf.Examples as TF Serving's JSON in, {"results": [[[label, score], ...], ...]} out."""
+        return await self._examples(request, spec, "Classify")
 
-    async def regress(self, request: Request, spec: model_pb2.ModelSpec) -> None:
-        """Regress: refused as the gRPC Regress is (it needs tf.Example parsing)."""
-        raise Unimplemented(servicer.REGRESS_REFUSED)
+    async def regress(self, request: Request, spec: model_pb2.ModelSpec) -> Response:
+        """Regress: tf.Examples as TF Serving's JSON in, {"results": [value, ...]} out."""
+        return await self._examples(request, spec, "Regress")
+
+    async def _examples(self, request: Request, spec: model_pb2.ModelSpec, rpc: str) -> Response:
+        """The gRPC Classify or Regress on the body's examples, in a thread as :predict's run."""
+        body = await self.read_body(request)
+
+        def run(context) -> bytes:
+            spec.signature_name, given = examples.from_json(body)
+            if rpc == "Classify":
+                result = self.predictions.Classify(classification_pb2.ClassificationRequest(
+                    model_spec=spec, input=given), context).result
+                rows = [[[c.label, c.score] for c in row.classes] for row in result.classifications]
+            else:
+                result = self.predictions.Regress(regression_pb2.RegressionRequest(model_spec=spec, input=given),
+                                                  context).result
+                rows = [r.value for r in result.regressions]
+            return json.dumps({"results": rows}).encode()
+        content = await anyio.to_thread.run_sync(run, self.request_context(), limiter=self.infer_threads)
+        return Response(content, media_type="application/json")
 
     def malformed(self, request: Request, path: str) -> None:
         if request.method == "GET" and path.rstrip("/") == "models":

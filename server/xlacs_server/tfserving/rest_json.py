@@ -66,7 +66,7 @@ def decode(body: bytes | str, inputs_of: Callable[[str], Mapping[str, TensorSig]
     errors, e.g. an unknown signature, pass through); only their dtypes are read here, since the served model
     checks shapes. Past `max_input_bytes` of arrays, LimitExceeded naming the setting."""
     raw = body.encode() if isinstance(body, str) else body
-    doc = _parse(raw)
+    doc = parse_json(raw)
     if not isinstance(doc, dict):
         raise InvalidJson(f"JSON Value: {_debug(doc)} Is not object")
     signature_name = doc.get("signature_name", "")
@@ -131,7 +131,7 @@ def encode(outputs: Mapping[str, np.ndarray], format: str) -> bytes:
 
 # --- Decoding ------------------------------------------------------------------------------------------------------
 
-def _parse(raw: bytes):
+def parse_json(raw: bytes):
     """The body's JSON value as rapidjson reads it for TF Serving: NaN and Inf(inity) taken, what follows the value
     ignored, bytes that are not UTF-8 kept (a DT_STRING input gets them back)."""
     text = raw.decode("utf-8", "surrogateescape")
@@ -170,13 +170,13 @@ def _innermost(text: str, end: int) -> str:
     return opened[-1] if opened else ""
 
 
-def _is_b64(value) -> bool:
+def is_b64(value) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
 
 
 def _is_named(value) -> bool:
     """An object of named inputs: any JSON object but a {"b64": ...} one."""
-    return isinstance(value, dict) and not _is_b64(value)
+    return isinstance(value, dict) and not is_b64(value)
 
 
 def _shape(value) -> tuple[int, ...]:
@@ -342,7 +342,7 @@ def _taker(dtype: np.dtype) -> Callable:
             if isinstance(value, str):
                 return value.encode("utf-8", "surrogateescape")
             if isinstance(value, dict):
-                return _b64_decoded(value)
+                return b64_decoded(value)
             refuse(value)
     elif dtype.kind == "b":
         def take(value):
@@ -369,9 +369,9 @@ def _taker(dtype: np.dtype) -> Callable:
     return take
 
 
-def _b64_decoded(value) -> bytes:
+def b64_decoded(value) -> bytes:
     """JsonDecodeBase64Object: {"b64": "<standard base64, padding optional>"}."""
-    if not _is_b64(value):
+    if not is_b64(value):
         raise InvalidJson(f"JSON Value: {_debug(value)} not formatted correctly for base64 data")
     text = value["b64"]
     try:

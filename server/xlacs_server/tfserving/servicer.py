@@ -1,7 +1,8 @@
 """TensorFlow Serving's gRPC services on the daemon's port, beside the Open Inference Protocol's (same interceptors:
 tokens, limits, errors as statuses). The RPCs translate TF Serving's messages and call service.models, so one served
 model answers both APIs through the same batcher and statistics. Checks and messages follow TF Serving's
-(tensorflow_serving/servables/tensorflow/predict_util.cc, get_model_metadata_impl.cc, get_model_status_impl.cc);
+(tensorflow_serving/servables/tensorflow/predict_util.cc, get_model_metadata_impl.cc, get_model_status_impl.cc;
+Classify, Regress and MultiInference: classify.py);
 docs/tf_serving.md maps every RPC and field."""
 from __future__ import annotations
 
@@ -13,20 +14,18 @@ from xlacs.saved_model import DEFAULT_SIGNATURE
 from xlacs_server.errors import InvalidRequest, LimitExceeded, NotFound, Unimplemented, XlacsError
 from xlacs_server.models import datatypes
 from xlacs_server.models.model import LOADING, READY, UNLOADING, ready
-from xlacs_server.tfserving import signatures, tensors
-from xlacs_server.tfserving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_pb2, model_service_pb2,
-                                         model_service_pb2_grpc, predict_pb2, prediction_service_pb2,
-                                         prediction_service_pb2_grpc)
+from xlacs_server.tfserving import classify, signatures, tensors
+from xlacs_server.tfserving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
+                                         inference_pb2, model_pb2, model_service_pb2, model_service_pb2_grpc,
+                                         predict_pb2, prediction_service_pb2, prediction_service_pb2_grpc,
+                                         regression_pb2)
 
 PREDICTION_SERVICE = prediction_service_pb2.DESCRIPTOR.services_by_name["PredictionService"].full_name
 MODEL_SERVICE = model_service_pb2.DESCRIPTOR.services_by_name["ModelService"].full_name
 SIGNATURE_DEF = "signature_def"  # the one metadata_field TF Serving answers
 _STATUS = get_model_status_pb2.ModelVersionStatus
 STATES = {READY: _STATUS.AVAILABLE, LOADING: _STATUS.LOADING, UNLOADING: _STATUS.UNLOADING}  # UNAVAILABLE: END
-_EXAMPLES = ("it needs tf.Example parsing (the ParseExample ops of a Classify or Regress signature's graph), which "
-             "xlacs does not do yet: export a predict signature (tensors in, tensors out) and call Predict")
-CLASSIFY_REFUSED = f"Classify is not offered: {_EXAMPLES}"  # the REST API's :classify and :regress say the same
-REGRESS_REFUSED = f"Regress is not offered: {_EXAMPLES}"
+
 
 
 def add_to_server(service, server: grpc.Server) -> tuple[str, str]:
@@ -84,8 +83,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         inputs = self._inputs(signature, request.inputs)
         wanted = self._outputs(signature, request.output_filter)
         outputs = model.infer(inputs, wanted, context, signature.key)
-        answer = predict_pb2.PredictResponse(model_spec=model_pb2.ModelSpec(
-            name=spec.name, signature_name=signature.key, version=wrappers_pb2.Int64Value(value=int(model.version))))
+        answer = predict_pb2.PredictResponse(model_spec=_echo(spec, signature.key, model))
         for alias, array in outputs.items():
             answer.outputs[alias].CopyFrom(tensors.from_array(array))
         return answer
@@ -140,13 +138,53 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         return answer
 
     def Classify(self, request, context):
-        raise Unimplemented(CLASSIFY_REFUSED)
+        spec = _spec(request)
+        model = model_of(self.models, spec)
+        key = classify.signature(model, spec.signature_name, classify.CLASSIFY_METHOD)
+        result = classify.classify(model, key, request.input, context, self.max_input_bytes)
+        return classification_pb2.ClassificationResponse(model_spec=_echo(spec, key, model), result=result)
 
     def Regress(self, request, context):
-        raise Unimplemented(REGRESS_REFUSED)
+        spec = _spec(request)
+        model = model_of(self.models, spec)
+        key = classify.signature(model, spec.signature_name, classify.REGRESS_METHOD)
+        result = classify.regress(model, key, request.input, context, self.max_input_bytes)
+        return regression_pb2.RegressionResponse(model_spec=_echo(spec, key, model), result=result)
 
     def MultiInference(self, request, context):
-        raise Unimplemented(f"MultiInference is not offered: its tasks are Classify and Regress, and {_EXAMPLES}")
+        """Classify and Regress tasks of one model on one Input, checked as TF Serving's multi_inference.cc."""
+        spec = request.tasks[0].model_spec if request.tasks else model_pb2.ModelSpec()
+        model = model_of(self.models, spec)
+        keys = []
+        for task in request.tasks:
+            if not task.model_spec.name:
+                raise InvalidRequest("Found ModelSpec with an empty model name.")
+            if task.model_spec.name != spec.name:
+                raise InvalidRequest("All ModelSpecs in a MultiInferenceRequest must access the same model name.")
+            key = task.model_spec.signature_name or DEFAULT_SIGNATURE
+            if key in keys:
+                raise InvalidRequest(f"Duplicate evaluation of signature: {key}")
+            if key not in signatures.signature_defs(model):
+                raise InvalidRequest(f"Requested signature not found in model graph: {key}")
+            if task.method_name not in (classify.CLASSIFY_METHOD, classify.REGRESS_METHOD):
+                raise Unimplemented(f"Unsupported signature method_name: {task.method_name}")
+            keys.append(classify.signature(model, key, task.method_name))
+        answer = inference_pb2.MultiInferenceResponse()
+        for task, key in zip(request.tasks, keys):
+            result = answer.results.add(model_spec=_echo(task.model_spec, key, model))
+            if task.method_name == classify.CLASSIFY_METHOD:
+                result.classification_result.CopyFrom(
+                    classify.classify(model, key, request.input, context, self.max_input_bytes))
+            else:
+                result.regression_result.CopyFrom(
+                    classify.regress(model, key, request.input, context, self.max_input_bytes))
+        return answer
+
+
+def _echo(spec, key: str, model) -> model_pb2.ModelSpec:
+    """The ModelSpec TF Serving answers: the name, the signature that ran and the version."""
+    return model_pb2.ModelSpec(name=spec.name, signature_name=key, version=wrappers_pb2.Int64Value(
+        value=int(model.version)))
 
 
 class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):

@@ -22,28 +22,25 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from xlacs_server.tfserving.apis import classification_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_classification__pb2
+from xlacs_server.tfserving.apis import input_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_input__pb2
 from xlacs_server.tfserving.apis import model_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_model__pb2
+from xlacs_server.tfserving.apis import regression_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_regression__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+xlacs_server/tfserving/apis/inference.proto\x12\x12tensorflow.serving\x1a\'xlacs_server/tfserving/apis/model.proto\"J\n\x15\x43lassificationRequest\x12\x31\n\nmodel_spec\x18\x01 \x01(\x0b\x32\x1d.tensorflow.serving.ModelSpec\"K\n\x16\x43lassificationResponse\x12\x31\n\nmodel_spec\x18\x02 \x01(\x0b\x32\x1d.tensorflow.serving.ModelSpec\"F\n\x11RegressionRequest\x12\x31\n\nmodel_spec\x18\x01 \x01(\x0b\x32\x1d.tensorflow.serving.ModelSpec\"G\n\x12RegressionResponse\x12\x31\n\nmodel_spec\x18\x02 \x01(\x0b\x32\x1d.tensorflow.serving.ModelSpec\"W\n\rInferenceTask\x12\x31\n\nmodel_spec\x18\x01 \x01(\x0b\x32\x1d.tensorflow.serving.ModelSpec\x12\x13\n\x0bmethod_name\x18\x02 \x01(\t\"I\n\x15MultiInferenceRequest\x12\x30\n\x05tasks\x18\x01 \x03(\x0b\x32!.tensorflow.serving.InferenceTask\"\x18\n\x16MultiInferenceResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+xlacs_server/tfserving/apis/inference.proto\x12\x12tensorflow.serving\x1a\x30xlacs_server/tfserving/apis/classification.proto\x1a\'xlacs_server/tfserving/apis/input.proto\x1a\'xlacs_server/tfserving/apis/model.proto\x1a,xlacs_server/tfserving/apis/regression.proto\"W\n\rInferenceTask\x12\x31\n\nmodel_spec\x18\x01 \x01(\x0b\x32\x1d.tensorflow.serving.ModelSpec\x12\x13\n\x0bmethod_name\x18\x02 \x01(\t\"\xdc\x01\n\x0fInferenceResult\x12\x31\n\nmodel_spec\x18\x01 \x01(\x0b\x32\x1d.tensorflow.serving.ModelSpec\x12I\n\x15\x63lassification_result\x18\x02 \x01(\x0b\x32(.tensorflow.serving.ClassificationResultH\x00\x12\x41\n\x11regression_result\x18\x03 \x01(\x0b\x32$.tensorflow.serving.RegressionResultH\x00\x42\x08\n\x06result\"s\n\x15MultiInferenceRequest\x12\x30\n\x05tasks\x18\x01 \x03(\x0b\x32!.tensorflow.serving.InferenceTask\x12(\n\x05input\x18\x02 \x01(\x0b\x32\x19.tensorflow.serving.Input\"N\n\x16MultiInferenceResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.tensorflow.serving.InferenceResultb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'xlacs_server.tfserving.apis.inference_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CLASSIFICATIONREQUEST']._serialized_start=108
-  _globals['_CLASSIFICATIONREQUEST']._serialized_end=182
-  _globals['_CLASSIFICATIONRESPONSE']._serialized_start=184
-  _globals['_CLASSIFICATIONRESPONSE']._serialized_end=259
-  _globals['_REGRESSIONREQUEST']._serialized_start=261
-  _globals['_REGRESSIONREQUEST']._serialized_end=331
-  _globals['_REGRESSIONRESPONSE']._serialized_start=333
-  _globals['_REGRESSIONRESPONSE']._serialized_end=404
-  _globals['_INFERENCETASK']._serialized_start=406
-  _globals['_INFERENCETASK']._serialized_end=493
-  _globals['_MULTIINFERENCEREQUEST']._serialized_start=495
-  _globals['_MULTIINFERENCEREQUEST']._serialized_end=568
-  _globals['_MULTIINFERENCERESPONSE']._serialized_start=570
-  _globals['_MULTIINFERENCERESPONSE']._serialized_end=594
+  _globals['_INFERENCETASK']._serialized_start=245
+  _globals['_INFERENCETASK']._serialized_end=332
+  _globals['_INFERENCERESULT']._serialized_start=335
+  _globals['_INFERENCERESULT']._serialized_end=555
+  _globals['_MULTIINFERENCEREQUEST']._serialized_start=557
+  _globals['_MULTIINFERENCEREQUEST']._serialized_end=672
+  _globals['_MULTIINFERENCERESPONSE']._serialized_start=674
+  _globals['_MULTIINFERENCERESPONSE']._serialized_end=752
 # @@protoc_insertion_point(module_scope)

@@ -22,18 +22,20 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from xlacs_server.tfserving.apis import classification_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_classification__pb2
 from xlacs_server.tfserving.apis import get_model_metadata_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_get__model__metadata__pb2
 from xlacs_server.tfserving.apis import inference_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2
 from xlacs_server.tfserving.apis import predict_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_predict__pb2
+from xlacs_server.tfserving.apis import regression_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_regression__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n4xlacs_server/tfserving/apis/prediction_service.proto\x12\x12tensorflow.serving\x1a\x34xlacs_server/tfserving/apis/get_model_metadata.proto\x1a+xlacs_server/tfserving/apis/inference.proto\x1a)xlacs_server/tfserving/apis/predict.proto2\xfc\x03\n\x11PredictionService\x12\x61\n\x08\x43lassify\x12).tensorflow.serving.ClassificationRequest\x1a*.tensorflow.serving.ClassificationResponse\x12X\n\x07Regress\x12%.tensorflow.serving.RegressionRequest\x1a&.tensorflow.serving.RegressionResponse\x12R\n\x07Predict\x12\".tensorflow.serving.PredictRequest\x1a#.tensorflow.serving.PredictResponse\x12g\n\x0eMultiInference\x12).tensorflow.serving.MultiInferenceRequest\x1a*.tensorflow.serving.MultiInferenceResponse\x12m\n\x10GetModelMetadata\x12+.tensorflow.serving.GetModelMetadataRequest\x1a,.tensorflow.serving.GetModelMetadataResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n4xlacs_server/tfserving/apis/prediction_service.proto\x12\x12tensorflow.serving\x1a\x30xlacs_server/tfserving/apis/classification.proto\x1a\x34xlacs_server/tfserving/apis/get_model_metadata.proto\x1a+xlacs_server/tfserving/apis/inference.proto\x1a)xlacs_server/tfserving/apis/predict.proto\x1a,xlacs_server/tfserving/apis/regression.proto2\xfc\x03\n\x11PredictionService\x12\x61\n\x08\x43lassify\x12).tensorflow.serving.ClassificationRequest\x1a*.tensorflow.serving.ClassificationResponse\x12X\n\x07Regress\x12%.tensorflow.serving.RegressionRequest\x1a&.tensorflow.serving.RegressionResponse\x12R\n\x07Predict\x12\".tensorflow.serving.PredictRequest\x1a#.tensorflow.serving.PredictResponse\x12g\n\x0eMultiInference\x12).tensorflow.serving.MultiInferenceRequest\x1a*.tensorflow.serving.MultiInferenceResponse\x12m\n\x10GetModelMetadata\x12+.tensorflow.serving.GetModelMetadataRequest\x1a,.tensorflow.serving.GetModelMetadataResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'xlacs_server.tfserving.apis.prediction_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PREDICTIONSERVICE']._serialized_start=219
-  _globals['_PREDICTIONSERVICE']._serialized_end=727
+  _globals['_PREDICTIONSERVICE']._serialized_start=315
+  _globals['_PREDICTIONSERVICE']._serialized_end=823
 # @@protoc_insertion_point(module_scope)

@@ -3,9 +3,11 @@
 import grpc
 import warnings
 
+from xlacs_server.tfserving.apis import classification_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_classification__pb2
 from xlacs_server.tfserving.apis import get_model_metadata_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_get__model__metadata__pb2
 from xlacs_server.tfserving.apis import inference_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2
 from xlacs_server.tfserving.apis import predict_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_predict__pb2
+from xlacs_server.tfserving.apis import regression_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_regression__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -38,13 +40,13 @@ class PredictionServiceStub:
         """
         self.Classify = channel.unary_unary(
                 '/tensorflow.serving.PredictionService/Classify',
-                request_serializer=xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.ClassificationRequest.SerializeToString,
-                response_deserializer=xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.ClassificationResponse.FromString,
+                request_serializer=xlacs__server_dot_tfserving_dot_apis_dot_classification__pb2.ClassificationRequest.SerializeToString,
+                response_deserializer=xlacs__server_dot_tfserving_dot_apis_dot_classification__pb2.ClassificationResponse.FromString,
                 _registered_method=True)
         self.Regress = channel.unary_unary(
                 '/tensorflow.serving.PredictionService/Regress',
-                request_serializer=xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.RegressionRequest.SerializeToString,
-                response_deserializer=xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.RegressionResponse.FromString,
+                request_serializer=xlacs__server_dot_tfserving_dot_apis_dot_regression__pb2.RegressionRequest.SerializeToString,
+                response_deserializer=xlacs__server_dot_tfserving_dot_apis_dot_regression__pb2.RegressionResponse.FromString,
                 _registered_method=True)
         self.Predict = channel.unary_unary(
                 '/tensorflow.serving.PredictionService/Predict',
@@ -101,13 +103,13 @@ def add_PredictionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Classify': grpc.unary_unary_rpc_method_handler(
                     servicer.Classify,
-                    request_deserializer=xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.ClassificationRequest.FromString,
-                    response_serializer=xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.ClassificationResponse.SerializeToString,
+                    request_deserializer=xlacs__server_dot_tfserving_dot_apis_dot_classification__pb2.ClassificationRequest.FromString,
+                    response_serializer=xlacs__server_dot_tfserving_dot_apis_dot_classification__pb2.ClassificationResponse.SerializeToString,
             ),
             'Regress': grpc.unary_unary_rpc_method_handler(
                     servicer.Regress,
-                    request_deserializer=xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.RegressionRequest.FromString,
-                    response_serializer=xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.RegressionResponse.SerializeToString,
+                    request_deserializer=xlacs__server_dot_tfserving_dot_apis_dot_regression__pb2.RegressionRequest.FromString,
+                    response_serializer=xlacs__server_dot_tfserving_dot_apis_dot_regression__pb2.RegressionResponse.SerializeToString,
             ),
             'Predict': grpc.unary_unary_rpc_method_handler(
                     servicer.Predict,
@@ -150,8 +152,8 @@ class PredictionService:
             request,
             target,
             '/tensorflow.serving.PredictionService/Classify',
-            xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.ClassificationRequest.SerializeToString,
-            xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.ClassificationResponse.FromString,
+            xlacs__server_dot_tfserving_dot_apis_dot_classification__pb2.ClassificationRequest.SerializeToString,
+            xlacs__server_dot_tfserving_dot_apis_dot_classification__pb2.ClassificationResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -177,8 +179,8 @@ class PredictionService:
             request,
             target,
             '/tensorflow.serving.PredictionService/Regress',
-            xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.RegressionRequest.SerializeToString,
-            xlacs__server_dot_tfserving_dot_apis_dot_inference__pb2.RegressionResponse.FromString,
+            xlacs__server_dot_tfserving_dot_apis_dot_regression__pb2.RegressionRequest.SerializeToString,
+            xlacs__server_dot_tfserving_dot_apis_dot_regression__pb2.RegressionResponse.FromString,
             options,
             channel_credentials,
             insecure,
