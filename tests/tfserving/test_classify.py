@@ -120,13 +120,18 @@ CLASSIFY, REGRESS = "tensorflow/serving/classify", "tensorflow/serving/regress"
 
 
 def test_multi_inference_runs_its_tasks_on_one_input(models, tmp_path):
+    """An Estimator classifier's classify (serving_default) and regress ("regression") signatures on one input."""
     server, paths = models
     _, got = client.run(MULTI, tmp_path, url=server.grpc_address, examples=[e.hex() for e in SERIALIZED[:2]],
-                        tasks=[["regressor", "", REGRESS]])
-    want = estimator.run(paths["regressor"], "serving_default", SERIALIZED[:2])["outputs"].reshape(-1)
-    result, = got["results"]
-    assert result["model_spec"] == {"name": "regressor", "signature_name": "serving_default", "version": "1"}
-    np.testing.assert_allclose([r["value"] for r in result["regression_result"]["regressions"]], want, rtol=1e-5)
+                        tasks=[["classifier", "", CLASSIFY], ["classifier", "regression", REGRESS]])
+    classified, regressed = got["results"]
+    assert classified["model_spec"] == {"name": "classifier", "signature_name": "serving_default", "version": "1"}
+    assert regressed["model_spec"] == {"name": "classifier", "signature_name": "regression", "version": "1"}
+    scores = estimator.run(paths["classifier"], "serving_default", SERIALIZED[:2])["scores"]
+    np.testing.assert_allclose([[c["score"] for c in row["classes"]]
+                                for row in classified["classification_result"]["classifications"]], scores, rtol=1e-5)
+    want = estimator.run(paths["classifier"], "regression", SERIALIZED[:2])["outputs"].reshape(-1)
+    np.testing.assert_allclose([r["value"] for r in regressed["regression_result"]["regressions"]], want, rtol=1e-5)
 
 
 @pytest.mark.parametrize("tasks, code, message", [
@@ -139,8 +144,6 @@ def test_multi_inference_runs_its_tasks_on_one_input(models, tmp_path):
      "Unsupported signature method_name: tensorflow/serving/predict"),
     ([["classifier", "", REGRESS]], "INVALID_ARGUMENT",
      "Expected regression signature method_name to be tensorflow/serving/regress. Was: tensorflow/serving/classify"),
-    ([["classifier", "", CLASSIFY], ["classifier", "regression", REGRESS]], "UNIMPLEMENTED",
-     "model 'classifier' version 1 serves signature 'serving_default' only"),
 ])
 def test_multi_inference_errors_are_tf_servings(models, tmp_path, tasks, code, message):
     server, _ = models

@@ -120,7 +120,8 @@ def _other(saved: SavedModel, key: str, config: model_config_pb2.ModelConfig) ->
     DEFAULT_MAX_BATCH_SIZE where the model does not batch) when each of its inputs and outputs has an unknown first
     dim, else of the signature's shapes. The config names none of its tensors: its inputs' shapes must be known."""
     try:
-        signature = saved.signature(key)
+        cut = examples.read(saved, key)
+        signature = cut[0] if cut else saved.signature(key)
     except SavedModelError as e:
         return InvalidRequest(str(e))
     specs = [*signature.inputs.items(), *signature.outputs.items()]
@@ -139,7 +140,7 @@ def _other(saved: SavedModel, key: str, config: model_config_pb2.ModelConfig) ->
                                       "shapes are known (the batch dim aside, when every input and output has one)")
             known = dims is not None and UNKNOWN not in dims
             bindings[what].append(Binding(name, spec.tensor, spec.dtype, dims if known else None))
-    return Source(signature.graph_def, bindings["input"], bindings["output"], served, key)
+    return Source(signature.graph_def, bindings["input"], bindings["output"], served, key, examples=cut and cut[1])
 
 
 def _bind(config: model_config_pb2.ModelConfig, given, specs: dict, what: str) -> list[Binding]:

@@ -26,8 +26,7 @@ def signature(model, name: str, method: str) -> str:
     if key not in defs:
         raise InvalidRequest(f"No signature was found with the name: {key}")
     check(defs[key], method)
-    signatures.served(model, key)
-    if model.signature.examples is None:
+    if signatures.served(model, key).source.examples is None:
         raise Unimplemented(f"{model!r}: signature {key!r} does not take serialized tf.Examples read by a "
                             "ParseExample node, which is what xlacs runs Classify and Regress on")
     return key
@@ -56,18 +55,19 @@ def check(signature_def, method: str) -> None:
                                  f'or "{SCORES}". Signature was: {shown}')
 
 
-def run(model, given, wanted: list[str], context, max_input_bytes: int) -> dict[str, np.ndarray]:
-    """The outputs `wanted` (aliases) of the model's signature on the Input `given`: the numeric ones run in chunks
-    of at most max_batch_size examples, the string ones from their label rows."""
-    spec = model.signature.examples
+def run(model, key: str, given, wanted: list[str], context, max_input_bytes: int) -> dict[str, np.ndarray]:
+    """The outputs `wanted` (aliases) of the model's signature `key` on the Input `given`: the numeric ones run in
+    chunks of at most the signature's max_batch_size examples, the string ones from their label rows."""
+    served = signatures.served(model, key)
+    spec = served.source.examples
     for alias in wanted:
         if alias in spec.refused:
             raise Unimplemented(spec.refused[alias])
     serialized = examples.serialized(given)
     features = examples.parse(serialized, spec, max_input_bytes)
-    step = model.max_batch_size or len(serialized)
+    step = served.max_batch_size or len(serialized)
     numeric = [a for a in wanted if a not in spec.labels]
-    chunks = [model.infer({k: v[start:start + step] for k, v in features.items()}, numeric, context)
+    chunks = [model.infer({k: v[start:start + step] for k, v in features.items()}, numeric, context, key)
               for start in range(0, len(serialized), step)]
     outputs = {a: np.concatenate([c[a] for c in chunks]) for a in numeric}
     outputs.update({a: np.tile(spec.labels[a], (len(serialized), 1)) for a in wanted if a in spec.labels})
@@ -77,7 +77,7 @@ def run(model, given, wanted: list[str], context, max_input_bytes: int) -> dict[
 def classify(model, key: str, given, context, max_input_bytes: int) -> classification_pb2.ClassificationResult:
     """TF Serving's PostProcessClassificationResult over the outputs of a run."""
     wanted = [a for a in (CLASSES, SCORES) if a in signatures.signature_defs(model)[key].outputs]
-    outputs = run(model, given, wanted, context, max_input_bytes)
+    outputs = run(model, key, given, wanted, context, max_input_bytes)
     count = len(next(iter(outputs.values())))
     classes, scores = outputs.get(CLASSES), outputs.get(SCORES)
     for tensor in (classes, scores):
@@ -102,7 +102,7 @@ def classify(model, key: str, given, context, max_input_bytes: int) -> classific
 
 def regress(model, key: str, given, context, max_input_bytes: int) -> regression_pb2.RegressionResult:
     """TF Serving's PostProcessRegressionResult over the output of a run."""
-    values = run(model, given, [OUTPUTS], context, max_input_bytes)[OUTPUTS]
+    values = run(model, key, given, [OUTPUTS], context, max_input_bytes)[OUTPUTS]
     if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):
         raise InvalidRequest(f"Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got "
                              f"{list(values.shape)}")
