@@ -148,9 +148,13 @@ reply(result={
 '''
 
 
-def test_classify_regress_and_reload_say_what_is_missing(tfs_server, tmp_path):
+def test_classify_regress_and_reload_say_what_is_missing(tfs_server, tfs_repository, tmp_path):
     _, got = client.run(UNIMPLEMENTED, tmp_path, url=tfs_server.grpc_address)
+    reload = got.pop("reload")
     assert {key: code for key, (code, _) in got.items()} == dict.fromkeys(got, "UNIMPLEMENTED")
     for key in ("classify", "regress", "multi"):
         assert "tf.Example parsing" in got[key][1]
-    assert "models.config" in got["reload"][1]
+    # A model server config reloads TF Serving's models: a daemon serving a Triton repository says how to serve them.
+    assert reload[0] == "FAILED_PRECONDITION"
+    assert "xlacs serve --model-config-file PATH" in reload[1]
+    assert f"it serves the model repository {tfs_repository.path}" in reload[1]
