@@ -16,11 +16,11 @@ from xlacs_server.models.v2 import model_config_pb2
 from xlacs_server.models import config as configs
 from xlacs_server.models import datatypes
 
+SAVED_MODEL_FILE = "saved_model.pb"  # a SavedModel directory's graph: a version directory holding it is the SavedModel
 # A SavedModel without a config whose signature's inputs and outputs all have an unknown first dim is served as
 # batching, up to this many (Triton's default-max-batch-size for the models it completes the config of).
 DEFAULT_MAX_BATCH_SIZE = 4
 UNKNOWN = -1
-SAVED_MODEL_FILE = "saved_model.pb"  # a SavedModel directory's graph: a version directory holding it is the SavedModel
 
 
 @dataclasses.dataclass(frozen=True)
