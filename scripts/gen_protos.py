@@ -1,6 +1,7 @@
 """Generates the Python modules and gRPC stubs of protos/: xlacs' own (protos/xlacs/v1 -> client/xlacs/v1), the
 Open Inference Protocol's (protos/xlacs_server/inference/v2 -> server/xlacs_server/inference/v2) and Triton's model
-configuration that the model repository reads (protos/xlacs_server/models/v2 -> server/xlacs_server/models/v2) and
+configuration that the model repository reads (protos/xlacs_server/models/v2 -> server/xlacs_server/models/v2), TF
+Serving's ModelServerConfig that it reads too (protos/xlacs_server/models/tfs -> server/xlacs_server/models/tfs) and
 TensorFlow Serving's API (protos/xlacs_server/tfserving/apis -> server/xlacs_server/tfserving/apis). The only way
 stubs are made."""
 import pathlib
@@ -17,6 +18,7 @@ PACKAGES = {
     pathlib.Path("xlacs/v1"): ROOT / "client" / "xlacs" / "v1",
     pathlib.Path("xlacs_server/inference/v2"): ROOT / "server" / "xlacs_server" / "inference" / "v2",
     pathlib.Path("xlacs_server/models/v2"): ROOT / "server" / "xlacs_server" / "models" / "v2",
+    pathlib.Path("xlacs_server/models/tfs"): ROOT / "server" / "xlacs_server" / "models" / "tfs",
     pathlib.Path("xlacs_server/tfserving/apis"): ROOT / "server" / "xlacs_server" / "tfserving" / "apis",
 }
 

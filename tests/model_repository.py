@@ -80,6 +80,16 @@ def saved_model(repo: pathlib.Path, name: str = "keras_sm", versions=(1,), confi
     return Built(name, tuple(versions), "x", "output_0", 4 if config is None else _max_batch_size(config), models)
 
 
+def tf_serving_model(base: pathlib.Path, versions=(1,)) -> Built:
+    """The Keras model of each version exported in TF Serving's layout, BASE/<version>/saved_model.pb (model.export():
+    input "x", output "output_0", batch dim None; served batching up to 4, as a config-less SavedModel)."""
+    models = {}
+    for version in versions:
+        models[version] = keras_model(version)
+        models[version].export(str(base / str(version)), verbose=False)
+    return Built(base.name, tuple(versions), "x", "output_0", 4, models)
+
+
 def graphdef_model(repo: pathlib.Path, name: str = "keras_gd", versions=(1,), max_batch_size: int = 8,
                    extra_config: str = "") -> Built:
     """The Keras model frozen into model.graphdef per version, with a config.pbtxt naming input "x" and output
@@ -127,11 +137,12 @@ def _max_batch_size(config: str) -> int:
 
 
 class ModelServer:
-    """A daemon in this process serving the repository `repo`: its gRPC server and dashboard (the protocol's REST
-    routes) on free loopback ports. Entered, it has loaded every model (bounded: READY_TIMEOUT_S)."""
+    """A daemon in this process serving the repository `repo` (None: the models `settings` name, e.g. TF Serving's
+    model_config_file): its gRPC server and dashboard (the protocol's REST routes) on free loopback ports. Entered,
+    it has loaded every model (bounded: READY_TIMEOUT_S)."""
 
-    def __init__(self, repo: pathlib.Path, **settings):
-        self.settings = Settings(**{"cache_dir": "", "model_repository": str(repo), **settings})
+    def __init__(self, repo: pathlib.Path | None, **settings):
+        self.settings = Settings(**{"cache_dir": "", **({"model_repository": str(repo)} if repo else {}), **settings})
 
     def __enter__(self) -> "ModelServer":
         self.service = Daemon(self.settings)

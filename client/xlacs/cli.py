@@ -248,8 +248,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cache-dir", default=None, help="the cache directory without Redis (default ~/.cache/xlacs; "
                                                          "'' for none)")
     serve.add_argument("--cache-secret-file", default=None, help="a file holding the HMAC key of cache entries")
-    serve.add_argument("--model-repository", default=None, metavar="DIR", help="serve the models of DIR by name "
-                       "over the Open Inference Protocol (docs/model_repository.md)")
+    serve.add_argument("--model-repository", default=None, metavar="DIR", help="serve the models of DIR (Triton's "
+                       "layout: DIR/<model>/config.pbtxt, DIR/<model>/<version>/) by name over the Open Inference "
+                       "Protocol and TF Serving's APIs (docs/model_repository.md)")
+    serve.add_argument("--model-config-file", default=None, metavar="PATH", help="or serve TF Serving's models: the "
+                       "ModelServerConfig in protobuf text at PATH (the models.config of tensorflow_model_server "
+                       "--model_config_file), each model BASE/<version>/saved_model.pb; reloaded by "
+                       "HandleReloadConfigRequest (docs/tf_serving.md)")
+    serve.add_argument("--model-base-path", default=None, metavar="BASE", help="or serve one TF Serving model, "
+                       "BASE/<version>/saved_model.pb (BASE absolute), as tensorflow_model_server --model_base_path")
+    serve.add_argument("--model-name", default=None, metavar="NAME", help="the name of --model-base-path's model "
+                       "(default 'default', as TF Serving's)")
+    serve.add_argument("--allow-version-labels-for-unavailable-models", action="store_true", help="a new version "
+                       "label may name a version that is not loaded yet (at start, none is), as TF Serving's flag")
 
     for name, help in (("compile", "compile a GraphDef"), ("run", "compile, execute and write .npy outputs")):
         p = client_command(name, help)

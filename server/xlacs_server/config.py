@@ -116,6 +116,15 @@ class Settings:
     # A model repository (docs/model_repository.md): DIR/<model>/config.pbtxt and DIR/<model>/<version>/, served
     # by name over the Open Inference Protocol; "" for none.
     model_repository: str = ""
+    # Or TensorFlow Serving's models (docs/tf_serving.md): a ModelServerConfig in protobuf text (the models.config of
+    # tensorflow_model_server --model_config_file), or one model, model_name ("" for TF Serving's "default") at
+    # model_base_path; each BASE/<version>/saved_model.pb. Either one, exclusive with model_repository.
+    model_config_file: str = ""
+    model_name: str = ""
+    model_base_path: str = ""
+    # TF Serving's --allow_version_labels_for_unavailable_models: a new label may name a version not loaded yet (at
+    # start, when none is): without it a label must name a version that serves.
+    allow_version_labels_for_unavailable_models: bool = False
 
     @classmethod
     def from_env(cls, environ=os.environ, **overrides) -> "Settings":

@@ -197,6 +197,12 @@ class Unavailable(XlacsError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class ModelsNotAvailable(XlacsError):
+    """Models that a reload of TF Serving's model server config loaded and that did not become available: UNKNOWN,
+    as TF Serving answers them (its message lists each version with its load's error). The config stands."""
+    code = grpc.StatusCode.UNKNOWN
+
+
 class Unimplemented(XlacsError):
     """A part of a protocol xlacs does not offer (the Open Inference Protocol's shared-memory, trace or sequence
     extensions, ...); the message says what xlacs offers instead."""

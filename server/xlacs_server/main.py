@@ -30,7 +30,10 @@ def settings_from_args(args) -> Settings:
                              cache_dir=args.cache_dir, cache_secret_file=args.cache_secret_file,
                              auth_tokens_file=args.auth_tokens_file, tls_cert_file=args.tls_cert_file,
                              tls_key_file=args.tls_key_file, tls_client_ca_file=args.tls_client_ca_file,
-                             model_repository=args.model_repository)
+                             model_repository=args.model_repository, model_config_file=args.model_config_file,
+                             model_name=args.model_name, model_base_path=args.model_base_path,
+                             allow_version_labels_for_unavailable_models=(
+                                 args.allow_version_labels_for_unavailable_models or None))
 
 
 SIGNAL_POLL_S = 0.2  # how soon the main thread notices a signal another thread received

@@ -82,7 +82,8 @@ def test_a_daemon_without_a_repository_serves_no_model_and_says_how_to_serve_one
     try:
         assert service.models.ready and service.models.index() == []
         with pytest.raises(NotFound, match="no model 'm' \\(the daemon has no model repository: start it with "
-                                           "--model-repository DIR\\)"):
+                                           "--model-repository DIR, or with TF Serving's models: "
+                                           "--model-config-file PATH\\)"):
             service.models.load("m")
         with pytest.raises(NotFound, match="no model 'm'; the models served are none"):
             service.models.model("m")

@@ -18,6 +18,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
                                                   ROOT / "server" / "xlacs_server" / "inference" / "v2"),
                                                  ("xlacs_server/models/v2",
                                                   ROOT / "server" / "xlacs_server" / "models" / "v2"),
+                                                 ("xlacs_server/models/tfs",
+                                                  ROOT / "server" / "xlacs_server" / "models" / "tfs"),
                                                  ("xlacs_server/tfserving/apis",
                                                   ROOT / "server" / "xlacs_server" / "tfserving" / "apis")])
 def test_generated_stubs_are_fresh(tmp_path, package, committed):

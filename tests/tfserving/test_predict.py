@@ -144,6 +144,9 @@ reply(result=failure(model_service.HandleReloadConfigRequest, model_management_p
 '''
 
 
-def test_reload_says_what_is_missing(tfs_server, tmp_path):
+def test_reload_on_a_triton_repository_says_how_to_serve_a_model_server_config(tfs_server, tfs_repository, tmp_path):
+    """A model server config reloads TF Serving's models: a daemon serving a Triton repository says how to serve them."""
     _, got = client.run(RELOAD, tmp_path, url=tfs_server.grpc_address)
-    assert got[0] == "UNIMPLEMENTED" and "models.config" in got[1]
+    assert got[0] == "FAILED_PRECONDITION"
+    assert "xlacs serve --model-config-file PATH" in got[1]
+    assert f"it serves the model repository {tfs_repository.path}" in got[1]

@@ -247,7 +247,8 @@ class ModelVersion(BaseModel):
 
 
 class ServedModels(BaseModel):
-    repository: str = Field(description="the model repository's directory; empty: the daemon serves none")
+    repository: str = Field(description="where the models are: the model repository's directory, or TF Serving's "
+                                        "model config file or base path; empty: the daemon serves none")
     ready: bool = Field(description="the initial load ended (every model tried)")
     versions: list[ModelVersion]
 

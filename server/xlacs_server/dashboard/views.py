@@ -191,7 +191,7 @@ def errors(dash: Dash) -> models.Errors:
 
 def served_models(dash: Dash) -> models.ServedModels:
     repository = dash.service.models
-    return models.ServedModels(repository=dash.service.settings.model_repository, ready=repository.ready,
+    return models.ServedModels(repository=repository.source, ready=repository.ready,
                                versions=[_model_version(repository, v) for v in repository.index()])
 
 

@@ -36,9 +36,11 @@ HONOURED = {
 }
 
 
-def read(model_dir: pathlib.Path, config_json: str = "") -> model_config_pb2.ModelConfig:
+def read(model_dir: pathlib.Path, config_json: str = "", *, name: str | None = None,
+         named: str = "directory") -> model_config_pb2.ModelConfig:
     """The model's config: `config_json` when given (it replaces config.pbtxt, as Triton's load does), else
-    config.pbtxt, else an empty one (a SavedModel's signature fills it in); checked."""
+    config.pbtxt, else an empty one (a SavedModel's signature fills it in); checked. The model's name is its
+    directory's, or `name` (which the config's must equal; `named` says where it is given)."""
     config = model_config_pb2.ModelConfig()
     path = model_dir / CONFIG_FILE
     try:
@@ -49,15 +51,15 @@ def read(model_dir: pathlib.Path, config_json: str = "") -> model_config_pb2.Mod
     except (json_format.ParseError, text_format.ParseError, UnicodeDecodeError) as e:
         source = "the load call's config" if config_json else str(path)
         raise InvalidRequest(f"{source} is not a ModelConfig (model_config.proto): {e}") from None
-    check(config, model_dir.name)
+    check(config, name or model_dir.name, named)
     return config
 
 
-def check(config: model_config_pb2.ModelConfig, name: str) -> None:
+def check(config: model_config_pb2.ModelConfig, name: str, named: str = "directory") -> None:
     """InvalidRequest naming what in `config` xlacs does not honour or what is wrong with it."""
-    _check_fields(config, "")
+    check_fields(config, HONOURED, "config field", "docs/model_repository.md")
     if config.name and config.name != name:
-        raise InvalidRequest(f"config name {config.name!r} differs from the model's directory {name!r}: they must "
+        raise InvalidRequest(f"config name {config.name!r} differs from the model's {named} {name!r}: they must "
                              "match (or leave name out)")
     if config.platform and config.platform not in PLATFORMS:
         raise InvalidRequest(f"model {name!r}: platform {config.platform!r} is not served by xlacs; use one of "
@@ -83,24 +85,26 @@ def check(config: model_config_pb2.ModelConfig, name: str) -> None:
         raise InvalidRequest(f"model {name!r}: dynamic_batching needs max_batch_size > 0")
 
 
-def _check_fields(message: Message, path: str) -> None:
-    allowed = HONOURED.get(message.DESCRIPTOR.full_name)
+def check_fields(message: Message, honoured: dict[str, set[str]], what: str, doc: str, path: str = "") -> None:
+    """InvalidRequest naming the first field set in `message` that `honoured` (the fields honoured, by message
+    name) leaves out, as "<what> <path> is not honoured by xlacs"; `doc` lists those honoured."""
+    allowed = honoured.get(message.DESCRIPTOR.full_name)
     for field, value in message.ListFields():
         where = f"{path}.{field.name}" if path else field.name
         if allowed is None or field.name not in allowed:
-            raise InvalidRequest(f"config field {where} is not honoured by xlacs: remove it (the fields xlacs "
-                                 "honours are in docs/model_repository.md)")
+            raise InvalidRequest(f"{what} {where} is not honoured by xlacs: remove it (the fields xlacs honours are "
+                                 f"in {doc})")
         if field.message_type is None:
             continue
         if isinstance(value, Message):
-            _check_fields(value, where)
+            check_fields(value, honoured, what, doc, where)
         elif field.message_type.GetOptions().map_entry:
             for key, item in value.items():
                 if isinstance(item, Message):
-                    _check_fields(item, f"{where}[{key!r}]")
+                    check_fields(item, honoured, what, doc, f"{where}[{key!r}]")
         else:
             for i, item in enumerate(value):
-                _check_fields(item, f"{where}[{i}]")
+                check_fields(item, honoured, what, doc, f"{where}[{i}]")
 
 
 def signature_key(config: model_config_pb2.ModelConfig, default: str) -> str:

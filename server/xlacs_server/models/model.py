@@ -38,7 +38,7 @@ def ready(model):
 class ServedModel:
     def __init__(self, service: CompilationService, dynamic: DynamicExecutables, version_dir: pathlib.Path,
                  config: model_config_pb2.ModelConfig):
-        self.name, self.version = version_dir.parent.name, version_dir.name
+        self.name, self.version = config.name or version_dir.parent.name, version_dir.name
         self.state, self.reason = LOADING, ""
         self.config = config
         self.platform = config.platform

@@ -16,6 +16,7 @@ from xlacs_server.models.v2 import model_config_pb2
 from xlacs_server.models import config as configs
 from xlacs_server.models import datatypes, examples
 
+SAVED_MODEL_FILE = "saved_model.pb"  # a SavedModel directory's graph: a version directory holding it is the SavedModel
 # A SavedModel without a config whose signature's inputs and outputs all have an unknown first dim is served as
 # batching, up to this many (Triton's default-max-batch-size for the models it completes the config of).
 DEFAULT_MAX_BATCH_SIZE = 4
@@ -53,13 +54,17 @@ class Source:
 def read(version_dir: pathlib.Path, config: model_config_pb2.ModelConfig, max_graph_bytes: int) -> Source:
     """The version's graph and bindings; InvalidRequest naming the file or config field that is wrong."""
     config = _copy(config)  # filled in below
-    config.name = version_dir.parent.name
+    config.name = config.name or version_dir.parent.name
     platform = config.platform or _platform(version_dir, config)
     config.platform, config.backend = platform, configs.BACKEND
     path = version_dir / (config.default_model_filename or configs.PLATFORMS[platform])
+    if platform == configs.SAVED_MODEL and not path.exists() and _tf_serving_layout(version_dir, config):
+        path = version_dir
     if not path.exists():
         found = ", ".join(sorted(p.name for p in version_dir.iterdir())) or "nothing"
-        raise InvalidRequest(f"{version_dir} has no {path.name} for platform {platform} (it holds {found})")
+        wanted = path.name + (f" or {SAVED_MODEL_FILE}" if platform == configs.SAVED_MODEL and
+                              not config.default_model_filename else "")
+        raise InvalidRequest(f"{version_dir} has no {wanted} for platform {platform} (it holds {found})")
     if platform == configs.GRAPHDEF:
         return _graphdef(path, config, max_graph_bytes)
     return _saved_model(path, config)
@@ -68,12 +73,19 @@ def read(version_dir: pathlib.Path, config: model_config_pb2.ModelConfig, max_gr
 def _platform(version_dir: pathlib.Path, config: model_config_pb2.ModelConfig) -> str:
     """The platform of the model file found in the version directory, when the config names none."""
     found = [platform for platform, default in configs.PLATFORMS.items()
-             if (version_dir / (config.default_model_filename or default)).exists()]
+             if (version_dir / (config.default_model_filename or default)).exists()
+             or platform == configs.SAVED_MODEL and _tf_serving_layout(version_dir, config)]
     if len(found) != 1:
         files = " or ".join(configs.PLATFORMS.values())
         raise InvalidRequest(f"{version_dir} holds {'both' if found else 'neither'} of {files}: set platform in "
                              f"config.pbtxt ({' or '.join(configs.PLATFORMS)}) and give the model's file")
     return found[0]
+
+
+def _tf_serving_layout(version_dir: pathlib.Path, config: model_config_pb2.ModelConfig) -> bool:
+    """The version directory is the SavedModel itself (TF Serving's layout, BASE/<version>/saved_model.pb), where
+    the config names no file."""
+    return not config.default_model_filename and (version_dir / SAVED_MODEL_FILE).is_file()
 
 
 def _graphdef(path: pathlib.Path, config: model_config_pb2.ModelConfig, max_graph_bytes: int) -> Source:

@@ -46,7 +46,8 @@ def router(service, *, route_class, request_context, read_body, infer_threads) -
                                     ("POST", ":predict", endpoints.predict), ("POST", ":classify", endpoints.classify),
                                     ("POST", ":regress", endpoints.regress)]:
         for path, spec_of in model_paths:
-            # A label, always refused, is served but left out of the OpenAPI document.
+            # The label paths are served but left out of the OpenAPI document: a label not configured is TF Serving's
+            # 400 for a path the document would call valid.
             api.add_api_route(path + suffix, _bound(handler, spec_of), methods=[method], responses=errors,
                               include_in_schema=spec_of is not _labelled,
                               summary=handler.__doc__.split(":")[0].split(".")[0])

@@ -1,9 +1,9 @@
 """TensorFlow Serving's gRPC services on the daemon's port, beside the Open Inference Protocol's (same interceptors:
 tokens, limits, errors as statuses). The RPCs translate TF Serving's messages and call service.models, so one served
 model answers both APIs through the same batcher and statistics. Checks and messages follow TF Serving's
-(tensorflow_serving/servables/tensorflow/predict_util.cc, get_model_metadata_impl.cc, get_model_status_impl.cc;
-Classify, Regress and MultiInference: classify.py);
-docs/tf_serving.md maps every RPC and field."""
+(tensorflow_serving/servables/tensorflow/predict_util.cc, get_model_metadata_impl.cc, get_model_status_impl.cc,
+model_servers/model_service_impl.cc and server_core.cc for labels and reloads; Classify, Regress and MultiInference:
+classify.py); docs/tf_serving.md maps every RPC and field."""
 from __future__ import annotations
 
 import grpc
@@ -16,9 +16,9 @@ from xlacs_server.models import datatypes
 from xlacs_server.models.model import LOADING, READY, UNLOADING, ready
 from xlacs_server.tfserving import classify, signatures, tensors
 from xlacs_server.tfserving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
-                                         inference_pb2, model_pb2, model_service_pb2, model_service_pb2_grpc,
-                                         predict_pb2, prediction_service_pb2, prediction_service_pb2_grpc,
-                                         regression_pb2)
+                                         inference_pb2, model_management_pb2, model_pb2, model_service_pb2,
+                                         model_service_pb2_grpc, predict_pb2, prediction_service_pb2,
+                                         prediction_service_pb2_grpc, regression_pb2)
 
 PREDICTION_SERVICE = prediction_service_pb2.DESCRIPTOR.services_by_name["PredictionService"].full_name
 MODEL_SERVICE = model_service_pb2.DESCRIPTOR.services_by_name["ModelService"].full_name
@@ -35,13 +35,21 @@ def add_to_server(service, server: grpc.Server) -> tuple[str, str]:
     return PREDICTION_SERVICE, MODEL_SERVICE
 
 
-def model_of(models, spec: model_pb2.ModelSpec):
-    """The served version a ModelSpec names (the highest READY one without a version), with TF Serving's errors."""
+def version_of(models, spec: model_pb2.ModelSpec) -> str:
+    """The version a ModelSpec names: its version, or its version_label's (TF Serving's models.config labels);
+    "" for none (the latest). One of the two at most: they are a oneof, whose last one on the wire wins."""
     choice = spec.WhichOneof("version_choice")
     if choice == "version_label":
-        raise InvalidRequest(f"Unrecognized servable version label: {spec.version_label} (xlacs has no version "
-                             "labels yet: name the version, or none for the latest)")
-    version = str(spec.version.value) if choice == "version" else ""
+        labels = models.labels(spec.name)
+        if spec.version_label not in labels:
+            raise InvalidRequest(f"Unrecognized servable version label: {spec.version_label}")
+        return str(labels[spec.version_label])
+    return str(spec.version.value) if choice == "version" else ""
+
+
+def model_of(models, spec: model_pb2.ModelSpec):
+    """The served version a ModelSpec names (the highest READY one without a version), with TF Serving's errors."""
+    version = version_of(models, spec)
     try:
         return models.model(spec.name, version)
     except NotFound as e:
@@ -195,16 +203,15 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         """Every served version of the model (or the one named), highest first, with TF Serving's states: READY is
         AVAILABLE, a failed load END with its error."""
         spec = _spec(request)
-        if spec.WhichOneof("version_choice") == "version_label":
-            model_of(self.models, spec)  # refuses the label
+        version = version_of(self.models, spec)  # a label's version: TF Serving's lists every version instead
         listed = [s for s in self.models.index() if s.name == spec.name and s.version]
         if not listed:
             reason = next((s.reason for s in self.models.index() if s.name == spec.name), "")
             raise NotFound(f"Could not find any versions of model {spec.name}" + (f": {reason}" if reason else ""))
-        if spec.HasField("version"):
-            listed = [s for s in listed if s.version == str(spec.version.value)]
+        if version:
+            listed = [s for s in listed if s.version == version]
             if not listed:
-                raise NotFound(f"Could not find version {spec.version.value} of model {spec.name}")
+                raise NotFound(f"Could not find version {version} of model {spec.name}")
         answer = get_model_status_pb2.GetModelStatusResponse()
         for status in sorted(listed, key=lambda s: -int(s.version)):
             entry = answer.model_version_status.add(version=int(status.version),
@@ -224,7 +231,12 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         return failure.code if isinstance(failure, XlacsError) else grpc.StatusCode.UNKNOWN
 
     def HandleReloadConfigRequest(self, request, context):
-        raise Unimplemented("HandleReloadConfigRequest is not offered: xlacs reads no models.config "
-                            "(ModelServerConfig) yet; it serves the models of its --model-repository, and reloads "
-                            "or unloads one with the Open Inference Protocol's RepositoryModelLoad and "
-                            "RepositoryModelUnload (docs/model_repository.md)")
+        """Serves the models of request.config (TF Serving's ReloadConfig: models.config's models added, removed,
+        reloaded, labels moved), answering its status as TF Serving does: the call's status, and OK in the
+        response. metric_names: xlacs keeps none of TensorFlow's monitoring metrics, and answers each with an
+        increase of 0, as TF Serving answers a metric it does not collect."""
+        self.models.reconfigure(request.config)
+        answer = model_management_pb2.ReloadConfigResponse(
+            metric=[model_management_pb2.Metric(name=name, int64_value_increase=0) for name in request.metric_names])
+        answer.status.SetInParent()  # OK, present, as TF Serving writes it
+        return answer

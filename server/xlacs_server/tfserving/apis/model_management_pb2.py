@@ -22,18 +22,21 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from xlacs_server.models.tfs import model_server_config_pb2 as xlacs__server_dot_models_dot_tfs_dot_model__server__config__pb2
 from xlacs_server.tfserving.apis import status_pb2 as xlacs__server_dot_tfserving_dot_apis_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n2xlacs_server/tfserving/apis/model_management.proto\x12\x12tensorflow.serving\x1a(xlacs_server/tfserving/apis/status.proto\"+\n\x13ReloadConfigRequest\x12\x14\n\x0cmetric_names\x18\x02 \x03(\t\"G\n\x14ReloadConfigResponse\x12/\n\x06status\x18\x01 \x01(\x0b\x32\x1f.tensorflow.serving.StatusProtob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n2xlacs_server/tfserving/apis/model_management.proto\x12\x12tensorflow.serving\x1a\x31xlacs_server/models/tfs/model_server_config.proto\x1a(xlacs_server/tfserving/apis/status.proto\"b\n\x13ReloadConfigRequest\x12\x35\n\x06\x63onfig\x18\x01 \x01(\x0b\x32%.tensorflow.serving.ModelServerConfig\x12\x14\n\x0cmetric_names\x18\x02 \x03(\t\"s\n\x14ReloadConfigResponse\x12/\n\x06status\x18\x01 \x01(\x0b\x32\x1f.tensorflow.serving.StatusProto\x12*\n\x06metric\x18\x02 \x03(\x0b\x32\x1a.tensorflow.serving.Metric\"H\n\x06Metric\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1e\n\x14int64_value_increase\x18\x02 \x01(\x03H\x00\x42\x10\n\x0evalue_increaseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'xlacs_server.tfserving.apis.model_management_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RELOADCONFIGREQUEST']._serialized_start=116
-  _globals['_RELOADCONFIGREQUEST']._serialized_end=159
-  _globals['_RELOADCONFIGRESPONSE']._serialized_start=161
-  _globals['_RELOADCONFIGRESPONSE']._serialized_end=232
+  _globals['_RELOADCONFIGREQUEST']._serialized_start=167
+  _globals['_RELOADCONFIGREQUEST']._serialized_end=265
+  _globals['_RELOADCONFIGRESPONSE']._serialized_start=267
+  _globals['_RELOADCONFIGRESPONSE']._serialized_end=382
+  _globals['_METRIC']._serialized_start=384
+  _globals['_METRIC']._serialized_end=456
 # @@protoc_insertion_point(module_scope)
