@@ -42,14 +42,17 @@ def router(service, *, route_class, request_context, read_body, infer_threads) -
     # A version is digits (Starlette's int convertor): any other path under /v1 is TF Serving's "Malformed request".
     model_paths = [("/v1/models/{name}", _latest), ("/v1/models/{name}/versions/{version:int}", _versioned),
                    ("/v1/models/{name}/labels/{label}", _labelled)]
+    described = (endpoints.status, endpoints.metadata, endpoints.predict)
     for method, suffix, handler in [("GET", "", endpoints.status), ("GET", "/metadata", endpoints.metadata),
                                     ("POST", ":predict", endpoints.predict), ("POST", ":classify", endpoints.classify),
                                     ("POST", ":regress", endpoints.regress)]:
         for path, spec_of in model_paths:
-            # The label paths are served but left out of the OpenAPI document: a label not configured is TF Serving's
-            # 400 for a path the document would call valid.
+            # Served but left out of the OpenAPI document: the label paths (a label not configured is TF Serving's
+            # 400 for a path the document would call valid), and :classify and :regress, whose tf.Example JSON it
+            # does not describe (TF Serving parses it before it looks the model up, so any body but a valid one is
+            # a 400 the document would call valid).
             api.add_api_route(path + suffix, _bound(handler, spec_of), methods=[method], responses=errors,
-                              include_in_schema=spec_of is not _labelled,
+                              include_in_schema=spec_of is not _labelled and handler in described,
                               summary=handler.__doc__.split(":")[0].split(".")[0])
     api.add_api_route("/v1/{path:path}", endpoints.malformed, methods=["GET", "POST"], include_in_schema=False)
     return api
