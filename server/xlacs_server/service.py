@@ -121,12 +121,12 @@ class CompilationService:
         """(blobs, bytes) stored from a stream of xlacs.v1.BlobChunk, each checked against its digest."""
         return upload.upload(self.blobs, chunks, self.settings.max_graph_bytes, checkpoint)
 
-    def close(self) -> None:
-        """At shutdown: ends the sessions (unmapping their regions), stops the execution workers and releases the
-        cache leases still held."""
+    def close(self, tier_up_s: float = 0.0) -> None:
+        """At shutdown: ends the sessions (unmapping their regions), stops the execution workers, gives the pending
+        tier-ups up to `tier_up_s` to store their optimized programs, and releases the cache leases still held."""
         self.shared_memory.close_all()
         self.workers.close()
         self.resident.close()
         self.states.close()
-        self.tier_up.close()
+        self.tier_up.close(tier_up_s)
         self.tiers.close()
