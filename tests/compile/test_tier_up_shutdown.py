@@ -32,3 +32,16 @@ def test_the_tier_ups_pending_at_sigterm_are_stored_for_the_next_replica(redis_s
             assert client.stats().compiles == 0
     finally:
         fresh.stop()
+
+
+def test_a_tier_up_that_the_grace_leaves_no_time_is_dropped_and_logged(redis_server, tmp_path):
+    env = {"XLACS_REDIS_URL": redis_server.url, "XLACS_CACHE_SECRET": SECRET, "XLACS_TIERED_MIN_OPS": "100",
+           "XLACS_SHUTDOWN_GRACE_S": "0"}
+    daemon = DaemonProcess(tmp_path / "stopped.log", env)
+    try:
+        with daemon.client() as client:
+            assert deep_graph(33, LAYERS + 2).compile(client).tier == "quick"
+    finally:
+        assert daemon.stop() == 0
+    assert "1 tier-up(s) dropped" in daemon.log.read_text()
+    assert not redis_server.client().keys("xlacs:entry:*")  # nothing quick reached the shared tier
