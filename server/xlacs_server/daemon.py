@@ -21,7 +21,7 @@ class Daemon(CompilationService):
         transports). Every probe asks it (rpc/readiness.py)."""
         return super().unready() or ("the model repository is loading" if models and not self.models.ready else "")
 
-    def close(self) -> None:
-        """At shutdown: the served models first, then the service's parts."""
+    def close(self, tier_up_s: float = 0.0) -> None:
+        """At shutdown: the served models first, then the service's parts (CompilationService.close)."""
         self.models.close()
-        super().close()
+        super().close(tier_up_s)

@@ -5,6 +5,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from xlacs_server import metrics
 from xlacs_server.compile import xla_options
@@ -86,6 +87,7 @@ def serve(args) -> None:
         pass
     log.info("shutting down: no new calls; %d call(s) in flight get up to %g s to finish",
              metrics.calls_in_flight(), settings.shutdown_grace_s)
+    deadline = time.monotonic() + settings.shutdown_grace_s  # for the calls, then the pending tier-ups
     health.enter_graceful_shutdown()
     service.draining = True  # /readyz, /v2/health/ready and ServerReady answer not ready while the calls finish
     drain.close()
@@ -97,7 +99,7 @@ def serve(args) -> None:
         if cut:
             log.warning("%d call(s) still running after %g s were cancelled", cut, settings.shutdown_grace_s)
     http.stop()
-    service.close()
+    service.close(tier_up_s=max(0.0, deadline - time.monotonic()))
     log.info("stopped")
     if metrics.calls_in_flight():
         # The work of cancelled calls still runs, on threads that would hold the interpreter's exit (it joins

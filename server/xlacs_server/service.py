@@ -13,6 +13,7 @@ from xlacs_server.cache import upload
 from xlacs_server.cache.bindings import BindingRecords
 from xlacs_server.cache.blobs import open_blobs
 from xlacs_server.cache.persistent import PersistentTier
+from xlacs_server.cache.prepared import PreparedWeights
 from xlacs_server.cache.tiers import open_tiers
 from xlacs_server.compile import xla_options
 from xlacs_server.compile.tier_up import TierUp
@@ -43,8 +44,10 @@ class CompilationService:
         self.tiers = open_tiers(settings)  # the cache, fastest first; each tier has .tier (its name) and .stats
         self.blobs = open_blobs(settings, self.tiers)  # blobs and graph manifests, in the same tiers
         # Binding records, signed with the first shared tier's secret (a process-only one without such a tier)
-        self.records = BindingRecords(self.blobs, next(
-            (tier.secret for tier in self.tiers if isinstance(tier, PersistentTier)), secrets.token_bytes(32)))
+        shared = next((tier for tier in self.tiers if isinstance(tier, PersistentTier)), None)
+        self.records = BindingRecords(self.blobs, shared.secret if shared else secrets.token_bytes(32))
+        # Prepared weights, beside the executables in the shared tiers (none without one: they are held while bound)
+        kept = shared and PreparedWeights(self.blobs, shared.secret, settings.cache_max_entry_bytes)
         self.counters = Counters()
         self.weights = WeightStore()
         self.resident = ResidentTensors(settings.max_resident_bytes, settings.max_resident_tensors,
@@ -56,7 +59,7 @@ class CompilationService:
         self.workers = Workers()
         self.tier_up = TierUp()  # the optimizing compiles of tiered compiles (compile/tier_up.py)
         self.draining = False  # set by the daemon's shutdown: calls in flight finish, no new ones come
-        self.executables = LoadedExecutables(settings, self.weights, self.devices.resolve("").name)
+        self.executables = LoadedExecutables(settings, self.weights, self.devices.resolve("").name, kept)
         self.compile_path = CompilePath(settings, self.devices, self.xla_options, self.tiers, self.blobs,
                                         self.records, self.executables, self.tier_up, self.counters)
         self.runner = Runner(settings, self.executables, self.workers, self.resident, self.states)
@@ -118,12 +121,12 @@ class CompilationService:
         """(blobs, bytes) stored from a stream of xlacs.v1.BlobChunk, each checked against its digest."""
         return upload.upload(self.blobs, chunks, self.settings.max_graph_bytes, checkpoint)
 
-    def close(self) -> None:
-        """At shutdown: ends the sessions (unmapping their regions), stops the execution workers and releases the
-        cache leases still held."""
+    def close(self, tier_up_s: float = 0.0) -> None:
+        """At shutdown: ends the sessions (unmapping their regions), stops the execution workers, gives the pending
+        tier-ups up to `tier_up_s` to store their optimized programs, and releases the cache leases still held."""
         self.shared_memory.close_all()
         self.workers.close()
         self.resident.close()
         self.states.close()
-        self.tier_up.close()
+        self.tier_up.close(tier_up_s)
         self.tiers.close()

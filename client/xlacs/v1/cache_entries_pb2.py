@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from xlacs.v1 import xlacs_pb2 as xlacs_dot_v1_dot_xlacs__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cxlacs/v1/cache_entries.proto\x12\x08xlacs.v1\x1a\x14xlacs/v1/xlacs.proto\"Q\n\x0b\x42oundWeight\x12\"\n\x04spec\x18\x01 \x01(\x0b\x32\x14.xlacs.v1.TensorSpec\x12\x1e\n\x04\x62lob\x18\x02 \x01(\x0b\x32\x10.xlacs.v1.Digest\"\x9c\x01\n\rBindingRecord\x12\x16\n\x0e\x65xecutable_key\x18\x01 \x01(\t\x12$\n\x06inputs\x18\x02 \x03(\x0b\x32\x14.xlacs.v1.TensorSpec\x12%\n\x07outputs\x18\x03 \x03(\x0b\x32\x14.xlacs.v1.TensorSpec\x12&\n\x07weights\x18\x04 \x03(\x0b\x32\x15.xlacs.v1.BoundWeightb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cxlacs/v1/cache_entries.proto\x12\x08xlacs.v1\x1a\x14xlacs/v1/xlacs.proto\"Q\n\x0b\x42oundWeight\x12\"\n\x04spec\x18\x01 \x01(\x0b\x32\x14.xlacs.v1.TensorSpec\x12\x1e\n\x04\x62lob\x18\x02 \x01(\x0b\x32\x10.xlacs.v1.Digest\"\x9c\x01\n\rBindingRecord\x12\x16\n\x0e\x65xecutable_key\x18\x01 \x01(\t\x12$\n\x06inputs\x18\x02 \x03(\x0b\x32\x14.xlacs.v1.TensorSpec\x12%\n\x07outputs\x18\x03 \x03(\x0b\x32\x14.xlacs.v1.TensorSpec\x12&\n\x07weights\x18\x04 \x03(\x0b\x32\x15.xlacs.v1.BoundWeight\"8\n\x0ePreparedRecord\x12&\n\x07weights\x18\x01 \x03(\x0b\x32\x15.xlacs.v1.BoundWeightb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,4 +36,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BOUNDWEIGHT']._serialized_end=145
   _globals['_BINDINGRECORD']._serialized_start=148
   _globals['_BINDINGRECORD']._serialized_end=304
+  _globals['_PREPAREDRECORD']._serialized_start=306
+  _globals['_PREPAREDRECORD']._serialized_end=362
 # @@protoc_insertion_point(module_scope)

@@ -26,3 +26,9 @@ class BindingRecord(_message.Message):
     outputs: _containers.RepeatedCompositeFieldContainer[_xlacs_pb2.TensorSpec]
     weights: _containers.RepeatedCompositeFieldContainer[BoundWeight]
     def __init__(self, executable_key: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[_xlacs_pb2.TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[_xlacs_pb2.TensorSpec, _Mapping]]] = ..., weights: _Optional[_Iterable[_Union[BoundWeight, _Mapping]]] = ...) -> None: ...
+
+class PreparedRecord(_message.Message):
+    __slots__ = ("weights",)
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    weights: _containers.RepeatedCompositeFieldContainer[BoundWeight]
+    def __init__(self, weights: _Optional[_Iterable[_Union[BoundWeight, _Mapping]]] = ...) -> None: ...

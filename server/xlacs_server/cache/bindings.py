@@ -8,8 +8,6 @@ rejected miss, deleted. The weights' blobs are checked by their digests as every
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import logging
 import math
 
@@ -19,7 +17,7 @@ from xlacs import dtypes
 from xlacs.v1 import cache_entries_pb2, xlacs_pb2
 
 from xlacs_server.cache.blobs import Blobs
-from xlacs_server.cache.entry import mac
+from xlacs_server.cache.entry import signed, verified
 from xlacs_server.cache.secret import secret_id
 from xlacs_server.compile.cache_key import cache_key
 from xlacs_server.digest import Digest, checked_digest
@@ -27,8 +25,6 @@ from xlacs_server.errors import InvalidRequest
 from xlacs_server.tensor_sig import TensorSig
 
 log = logging.getLogger(__name__)
-
-_MAC_BYTES = hashlib.sha256().digest_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,44 +57,57 @@ class BindingRecords:
         try:
             record = cache_entries_pb2.BindingRecord(
                 executable_key=binding.executable_key, inputs=[_spec(s) for s in binding.inputs],
-                outputs=[_spec(s) for s in binding.outputs],
-                weights=[cache_entries_pb2.BoundWeight(
-                    spec=_spec(s), blob=xlacs_pb2.Digest(hash=blob.hash, size_bytes=blob.size))
-                    for s, blob in binding.weights])
+                outputs=[_spec(s) for s in binding.outputs], weights=bound_weights(binding.weights))
         except dtypes.UnsupportedDType as e:
             log.debug("no binding record for %s: %s", binding.executable_key, e)
             return
-        data = record.SerializeToString(deterministic=True)
-        self.blobs.put_record(name, data + mac(self.secret, name, data))
+        self.blobs.put_record(name, signed(self.secret, name, record.SerializeToString(deterministic=True)))
 
-    def weights(self, binding: Binding) -> list[np.ndarray] | None:
-        """The lifted weights as read-only views of their blobs' bytes, or None if a tier lacks one."""
-        values = []
-        for sig, blob in binding.weights:
-            data = self.blobs.get(blob)
-            if data is None:
-                return None
-            values.append(np.frombuffer(data, sig.dtype).reshape(sig.shape))
-        return values
+    def weights(self, binding: Binding, indices: list[int]) -> list[np.ndarray] | None:
+        """The lifted weights at `indices`, or None if a tier lacks one (blob_arrays)."""
+        return blob_arrays(self.blobs, [binding.weights[i] for i in indices])
 
     def _decoded(self, name: str, data: bytes) -> Binding | None:
         """The record if its MAC checks and it holds together, else None (logged)."""
-        signed, tag = data[:-_MAC_BYTES], data[-_MAC_BYTES:]
-        if len(data) < _MAC_BYTES or not hmac.compare_digest(tag, mac(self.secret, name, signed)):
+        record = verified(self.secret, name, data)
+        if record is None:
             log.warning("binding record %s: the HMAC does not match (written under another secret, or altered)",
                         name)
             return None
         try:
-            record = cache_entries_pb2.BindingRecord.FromString(signed)
-            weights = [(_sig(w.spec), checked_digest(w.blob, "a weight's blob")) for w in record.weights]
-            for sig, blob in weights:
-                if math.prod(sig.shape) * sig.dtype.itemsize != blob.size:
-                    raise ValueError(f"a {sig} weight in a blob of {blob.size} bytes")
+            record = cache_entries_pb2.BindingRecord.FromString(record)
             return Binding(record.executable_key, [_sig(s) for s in record.inputs],
-                           [_sig(s) for s in record.outputs], weights)
+                           [_sig(s) for s in record.outputs], read_bound_weights(record.weights))
         except (DecodeError, InvalidRequest, ValueError) as e:  # ValueError: an unsupported dtype too
             log.warning("binding record %s is malformed: %s", name, e)
             return None
+
+
+def bound_weights(weights: list[tuple[TensorSig, Digest]]) -> list[cache_entries_pb2.BoundWeight]:
+    """Weights as a record holds them: each one's dtype and shape, and its bytes' blob."""
+    return [cache_entries_pb2.BoundWeight(spec=_spec(s), blob=xlacs_pb2.Digest(hash=blob.hash, size_bytes=blob.size))
+            for s, blob in weights]
+
+
+def read_bound_weights(weights) -> list[tuple[TensorSig, Digest]]:
+    """The weights of a record whose MAC checked; InvalidRequest or ValueError when they do not hold together."""
+    read = [(_sig(w.spec), checked_digest(w.blob, "a weight's blob")) for w in weights]
+    for sig, blob in read:
+        if math.prod(sig.shape) * sig.dtype.itemsize != blob.size:
+            raise ValueError(f"a {sig} weight in a blob of {blob.size} bytes")
+    return read
+
+
+def blob_arrays(blobs: Blobs, weights: list[tuple[TensorSig, Digest]]) -> list[np.ndarray] | None:
+    """Weights as read-only views of their blobs' bytes (each hashed as every blob from a shared tier is), or None
+    if a tier lacks one."""
+    values = []
+    for sig, blob in weights:
+        data = blobs.get(blob)
+        if data is None:
+            return None
+        values.append(np.frombuffer(data, sig.dtype).reshape(sig.shape))
+    return values
 
 
 def _spec(sig: TensorSig) -> xlacs_pb2.TensorSpec:

@@ -45,8 +45,21 @@ class Entry:
 
 
 def mac(secret: bytes, key: str, signed: bytes) -> bytes:
-    """The HMAC-SHA256 of `signed` stored under `key` (an entry's cache key, a binding record's name)."""
+    """The HMAC-SHA256 of `signed` stored under `key` (an entry's cache key, a record's name)."""
     return hmac.new(secret, key.encode() + b"\x00" + signed, hashlib.sha256).digest()
+
+
+def signed(secret: bytes, name: str, data: bytes) -> bytes:
+    """A record kept beside the entries under `name` (cache/bindings.py, cache/prepared.py): `data`, then its MAC."""
+    return data + mac(secret, name, data)
+
+
+def verified(secret: bytes, name: str, data: bytes) -> bytes | None:
+    """The data of a `signed` record, or None when its MAC does not match `name` and the secret."""
+    body, tag = data[:-_MAC_BYTES], data[-_MAC_BYTES:]
+    if len(data) < _MAC_BYTES or not hmac.compare_digest(tag, mac(secret, name, body)):
+        return None
+    return body
 
 
 _PARTS = ("executable", "stablehlo", "prepare", "prepare_stablehlo")  # the body's parts, in order

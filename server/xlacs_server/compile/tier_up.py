@@ -74,11 +74,23 @@ class TierUp:
             checkpoint("the optimized program")
             concurrent.futures.wait([future], timeout=POLL_S)
 
-    def close(self) -> None:
-        """At shutdown: drops the queued tier-ups (their leases go with the tiers' close) and lets the running one
-        end, which no one can interrupt."""
+    def close(self, grace_s: float = 0.0) -> None:
+        """At shutdown: the tier-ups pending (running or queued) get up to `grace_s` to end and store their
+        optimized programs in the shared tiers, so that the next replica loads them rather than compiling; those
+        still pending then are dropped (logged: a replica compiles them again), their leases released with the
+        tiers' close. The running one cannot be interrupted: it ends unstored."""
+        with self._lock:
+            pending = list(self._pending.values())
+        if pending:
+            log.info("shutting down: %d tier-up(s) pending get up to %g s to store their optimized programs",
+                     len(pending), grace_s)
+        _, late = concurrent.futures.wait(pending, timeout=grace_s)
         with self._lock:
             self._closed = True
+        if late:
+            log.warning("shutting down: %d tier-up(s) dropped, their optimizing compiles not done within %g s; no "
+                        "shared tier gets their optimized programs, which the next replica compiles again",
+                        len(late), grace_s)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _forget(self, executable: Executable) -> None:

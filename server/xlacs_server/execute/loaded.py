@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import threading
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Protocol
 
+import jax
 import numpy as np
 
 from xlacs_server.config import Settings
@@ -22,10 +24,22 @@ def untimed(stage: str) -> ContextManager:
     return contextlib.nullcontext()
 
 
+class MissingWeights(Exception):
+    """What a bind's `read` raises when it cannot give a weight (a blob a tier lost)."""
+
+
+class KeptPrepared(Protocol):
+    """Prepared weights kept in the cache tiers (cache/prepared.py), by an executable's key and a weights digest."""
+
+    def get(self, name: str, sigs: list[TensorSig]) -> list[np.ndarray] | None: ...
+    def put(self, name: str, values: list[np.ndarray]) -> None: ...
+
+
 class LoadedExecutables:
-    def __init__(self, settings: Settings, weights: WeightStore, default_device: str):
+    def __init__(self, settings: Settings, weights: WeightStore, default_device: str, kept: KeptPrepared | None):
         self.settings = settings
         self.weights = weights
+        self.kept = kept  # None without a shared tier: the prepared weights are held while bound only
         self.default_device = default_device  # its bindings' ids name no device
         self._loaded: collections.OrderedDict[str, LoadedExecutable] = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -42,33 +56,55 @@ class LoadedExecutables:
             raise NotFound(f"executable {echoed(executable_id)} is not loaded on this server; Compile it first")
         return loaded
 
-    def bind(self, executable: Executable, values: list[np.ndarray], blob_hashes: list[str],
+    def bind(self, executable: Executable, read: Callable[[list[int]], list[np.ndarray]], blob_hashes: list[str],
              inputs: list[TensorSig], outputs: list[TensorSig], device: DeviceRef,
              stage: Callable[[str], ContextManager] = untimed) -> LoadedExecutable:
-        """The executable bound to the lifted weights `values` (the sha256 of whose raw bytes are `blob_hashes`) and
-        to the names of `inputs` and `outputs`; its id adds the weights' digest to the key. An executable with a
-        prepare part runs it on the weights (stage "prepare") unless a binding of the same weights holds its
-        results; the lifted weights that only it reads are then uploaded for that run only. `stage(name)` times
-        each stage of it."""
+        """The executable bound to its lifted weights (the sha256 of whose raw bytes are `blob_hashes`; `read(indices)`
+        gives those at `indices` of executable.params, or raises MissingWeights, and is asked only for those this
+        bind uploads) and to the names of `inputs` and `outputs`; its id adds the weights' digest to the key. An
+        executable with a prepare part binds the prepared weights that a binding of the same weights holds, else
+        those the tiers keep (stage "prepared"), else runs the prepare program on the weights (stage "prepare")
+        and keeps its results in the tiers; the lifted weights that only it reads are then uploaded for that run
+        only. `stage(name)` times each stage of it."""
+        params = executable.params
         with stage("bind"):
-            size = sum(v.nbytes for v in values)
+            size = sum(math.prod(p.shape) * p.dtype.itemsize for p in params)
             if size > self.settings.max_weight_bytes:
                 raise LimitExceeded(f"the graph's weights take {size} bytes", "max_weight_bytes",
                                     self.settings.max_weight_bytes)
-            hashes = [content_hash(v.dtype, v.shape, blob) for v, blob in zip(values, blob_hashes)]
+            hashes = [content_hash(p.dtype, p.shape, blob) for p, blob in zip(params, blob_hashes)]
             digest = weights_digest(hashes)
             prepare = executable.prepare
-            call = range(len(values)) if prepare is None else prepare.call_params
-            buffers = self.weights.upload([values[i] for i in call], [hashes[i] for i in call], device.device)
-        if prepare is not None:
-            with stage("prepare"):
-                prepared, _ = self.weights.prepared(
-                    f"{executable.key}.{digest}", len(prepare.outputs), device.device,
-                    lambda: prepare.run(self.weights.upload(values, hashes, device.device)))
-            buffers += prepared
+            call = list(range(len(params))) if prepare is None else prepare.call_params
+        values = read(call)  # timed by the caller: a record's are read from the tiers
         with stage("bind"):
-            loaded = self._register(executable, inputs, outputs, digest if values else "", buffers)
+            buffers = self.weights.upload(values, [hashes[i] for i in call], device.device)
+        if prepare is not None:
+            buffers += self._prepared(executable, f"{executable.key}.{digest}", read, hashes, device.device, stage)
+        with stage("bind"):
+            loaded = self._register(executable, inputs, outputs, digest if params else "", buffers)
         return loaded
+
+    def _prepared(self, executable: Executable, name: str, read: Callable[[list[int]], list[np.ndarray]],
+                  hashes: list[str], device: jax.Device, stage: Callable[[str], ContextManager]) -> list[jax.Array]:
+        """The prepared weights of the lifted weights whose content hashes are `hashes` (named `name`): held by a
+        binding, kept in the tiers, or computed now and kept there."""
+        prepare = executable.prepare
+        held = self.weights.held(name, len(prepare.outputs), device)
+        if held is not None:
+            return held
+        if self.kept is not None:
+            with stage("prepared"):
+                kept = self.kept.get(name, prepare.outputs)
+                if kept is not None:
+                    return self.weights.hold(name, device, [jax.device_put(v, device) for v in kept])
+        values = read(list(range(len(hashes))))
+        with stage("prepare"):
+            prepared = prepare.run(self.weights.upload(values, hashes, device))
+        if self.kept is not None:
+            with stage("store"):
+                self.kept.put(name, [np.asarray(p) for p in prepared])
+        return self.weights.hold(name, device, prepared)
 
     def _register(self, executable: Executable, inputs: list[TensorSig], outputs: list[TensorSig], digest: str,
                   buffers: list) -> LoadedExecutable:

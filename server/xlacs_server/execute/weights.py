@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import weakref
-from typing import Callable
-
 import jax
 import numpy as np
 
@@ -24,9 +22,9 @@ def weights_digest(hashes: list[str]) -> str:
 
 
 class WeightStore:
-    """Uploads each distinct weight once per device, and prepares each weight set once per executable; a buffer
-    lives while some binding holds it, so the service bounds the resident bytes by dropping its least recently
-    used bindings (`evictions`)."""
+    """Uploads each distinct weight once per device, and holds the prepared weights of each weight set once per
+    executable (LoadedExecutables.bind finds or computes them); a buffer lives while some binding holds it, so the
+    service bounds the resident bytes by dropping its least recently used bindings (`evictions`)."""
 
     def __init__(self):
         self._buffers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -57,16 +55,15 @@ class WeightStore:
             buffers.append(buffer)
         return buffers
 
-    def prepared(self, key: str, count: int, device: jax.Device,
-                 prepare: Callable[[], list[jax.Array]]) -> tuple[list[jax.Array], bool]:
-        """(the `count` prepared weights stored under `key` on `device`, whether `prepare()` computed them now:
-        it does when no binding holds them any more). `key` names an executable and a weights digest."""
-        names = [(key, i, device.id, device.platform) for i in range(count)]
+    def held(self, key: str, count: int, device: jax.Device) -> list[jax.Array] | None:
+        """The `count` prepared weights stored under `key` on `device` while some binding holds them, else None.
+        `key` names an executable and a weights digest."""
         with self._lock:
-            found = [self._prepared.get(name) for name in names]
-        if None not in found:
-            return found, False
-        computed = prepare()
+            found = [self._prepared.get((key, i, device.id, device.platform)) for i in range(count)]
+        return None if None in found else found
+
+    def hold(self, key: str, device: jax.Device, prepared: list[jax.Array]) -> list[jax.Array]:
+        """`prepared`, stored under `key` on `device` for the bindings that follow."""
         with self._lock:
-            self._prepared.update(zip(names, computed))
-        return computed, True
+            self._prepared.update(((key, i, device.id, device.platform), p) for i, p in enumerate(prepared))
+        return prepared

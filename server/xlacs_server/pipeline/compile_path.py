@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
 from xlacs import dtypes
 
 from xlacs_server import metrics
@@ -30,7 +31,7 @@ from xlacs_server.digest import digest_of
 from xlacs_server.execute.devices import DeviceRef, Devices
 from xlacs_server.execute.executable import OPTIMIZED, QUICK, Executable, LoadedExecutable
 from xlacs_server.execute.isolation import has_loops
-from xlacs_server.execute.loaded import LoadedExecutables
+from xlacs_server.execute.loaded import LoadedExecutables, MissingWeights
 from xlacs_server.graph.fingerprint import fingerprint
 from xlacs_server.graph.importer import graph_text, import_graph
 from xlacs_server.graph.ir import Graph
@@ -106,8 +107,8 @@ class CompilePath:
         # have been compiled for a graph whose variables are named otherwise (its inputs say how).
         renamed = {e.name: i.name for e, i in zip(executable.inputs, inputs)}
         outputs += [dataclasses.replace(s, name=renamed[s.name]) for s in executable.outputs[len(outputs):]]
-        loaded = self.executables.bind(executable, values, [b.hash for b in blobs], inputs, outputs, device,
-                                       watch.stage)
+        loaded = self.executables.bind(executable, lambda indices: [values[i] for i in indices],
+                                       [b.hash for b in blobs], inputs, outputs, device, watch.stage)
         if record is not None:
             with watch.stage("record"):
                 by_digest.keep_record(self.blobs, self.records, record, loaded, values, blobs)
@@ -123,12 +124,11 @@ class CompilePath:
 
     def _bind_recorded(self, record: str, device: DeviceRef, watch: Stopwatch) -> CompileResult | None:
         """The binding of a Compile by digest from its record, without the graph: the executable from the tiers
-        by its key, the weights from their blobs. None when a tier lacks the record, the executable or a blob:
-        the Compile then resolves its graph."""
+        by its key, the weights it binds from their blobs. None when a tier lacks the record, the executable or a
+        blob: the Compile then resolves its graph."""
         with watch.stage("record"):
             binding = self.records.get(record)
-            values = None if binding is None else self.records.weights(binding)
-        if values is None:
+        if binding is None:
             return None
         key = binding.executable_key
         found = self.tiers.get(key, device) or self._compile_miss(key, device, watch)
@@ -138,8 +138,18 @@ class CompilePath:
         if [(p.dtype, p.shape) for p in executable.params] != [(w.dtype, w.shape) for w, _ in binding.weights]:
             log.warning("binding record %s names %s, whose weights are not the record's; not used", record, key)
             return None
-        loaded = self.executables.bind(executable, values, [blob.hash for _, blob in binding.weights],
-                                       binding.inputs, binding.outputs, device, watch.stage)
+
+        def read(indices: list[int]) -> list[np.ndarray]:
+            with watch.stage("record"):
+                values = self.records.weights(binding, indices)
+            if values is None:
+                raise MissingWeights(record)
+            return values
+        try:
+            loaded = self.executables.bind(executable, read, [blob.hash for _, blob in binding.weights],
+                                           binding.inputs, binding.outputs, device, watch.stage)
+        except MissingWeights:
+            return None
         return CompileResult(loaded, tier, watch.ms)
 
     def _loaded_by_digest(self, known: tuple) -> LoadedExecutable | None:
