@@ -136,7 +136,8 @@ def _execute(results: dict) -> list[str]:
         failures += [f"- {name}, {peer}: {e}" for peer, e in row["errors"].items()]
     seconds = results["budget"]["execute_s"]
     return ["## Execute latency (ms, p50 / p99)", "",
-            f"Batch 1 (batch 8 for a model whose name ends in -b8), numpy in and numpy out for every peer. The peers are timed interleaved, {seconds:g} s each "
+            "Batch 1 (batch 8 for a model whose name ends in -b8), numpy in and numpy out for every peer. The peers "
+            f"are timed interleaved, {seconds:g} s each "
             "per model in 5 turns taken in rotation, one peer running at a time, so that load from elsewhere "
             "lands on all of them; each round takes the peers in another order, so that what one leaves behind "
             "after its turn (threads that spin, caches) slows a different peer each round. xlacs is a separate `xlacs serve` process called over loopback gRPC from the "
@@ -354,7 +355,8 @@ def render(results: dict) -> str:
              f"Models: {models}, frozen with re-scaled weights (activations of order 1) and fed the same input "
              "by every peer. The machine is shared and noisy: runs differ by 30% or more, so read ratios "
              "measured side by side, not bare times.", "",
-             *_language_models(results), *_goals(results), *goals.analysis(results), *_compile(results), *_compile_by_digest(results),
+             *_language_models(results), *_goals(results), *goals.analysis(results), *_compile(results),
+             *_compile_by_digest(results),
              *_execute(results), *_tiny(results),
              *_transfer(results), *_throughput(results), *_training(results), *_batching(results),
              *_scaling(results),
