@@ -1,5 +1,5 @@
 """The frozen graphs of the suite: the model set, the tiny Add, the transfer graphs and the scaling families.
-Every peer runs the same frozen GraphDef on the same input."""
+Every peer runs the same frozen GraphDef on the same input. A model's name ends in -b8 where it runs at batch 8."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import language_models
 from tests.models.keras_models import frozen_keras
 from xlacs.freeze import FrozenGraph, freeze
 
@@ -61,6 +62,10 @@ def _lstm() -> Model:
     return Model("LSTM", frozen, _inputs(frozen), small=True)
 
 
+def _language_model(name: str, build, batch: int) -> Model:
+    return Model(name, *build(batch))
+
+
 BUILDERS = {
     "MobileNetV2": functools.partial(_keras_application, "MobileNetV2"),
     "ResNet50": functools.partial(_keras_application, "ResNet50"),
@@ -70,6 +75,10 @@ BUILDERS = {
     "ConvNeXtTiny": functools.partial(_keras_application, "ConvNeXtTiny"),
     "TransformerEncoder": _transformer_encoder,
     "LSTM": _lstm,
+    "BertEncoder": functools.partial(_language_model, "BertEncoder", language_models.bert_encoder, 1),
+    "BertEncoder-b8": functools.partial(_language_model, "BertEncoder-b8", language_models.bert_encoder, 8),
+    "GptDecoder": functools.partial(_language_model, "GptDecoder", language_models.gpt_decoder, 1),
+    "GptDecoder-b8": functools.partial(_language_model, "GptDecoder-b8", language_models.gpt_decoder, 8),
 }
 
 

@@ -136,7 +136,8 @@ def _execute(results: dict) -> list[str]:
         failures += [f"- {name}, {peer}: {e}" for peer, e in row["errors"].items()]
     seconds = results["budget"]["execute_s"]
     return ["## Execute latency (ms, p50 / p99)", "",
-            f"Batch 1, numpy in and numpy out for every peer. The peers are timed interleaved, {seconds:g} s each "
+            "Batch 1 (batch 8 for a model whose name ends in -b8), numpy in and numpy out for every peer. The peers "
+            f"are timed interleaved, {seconds:g} s each "
             "per model in 5 turns taken in rotation, one peer running at a time, so that load from elsewhere "
             "lands on all of them; each round takes the peers in another order, so that what one leaves behind "
             "after its turn (threads that spin, caches) slows a different peer each round. xlacs is a separate `xlacs serve` process called over loopback gRPC from the "
@@ -356,6 +357,22 @@ def _profiles(results: dict) -> list[str]:
     return lines
 
 
+def _language_models(results: dict) -> list[str]:
+    """What the language models are, and what ONNX Runtime's conversion needs for them, if the run has one."""
+    if not set(goals.TRANSFORMER_MODELS) & set(results["compile"]):
+        return []
+    return ["The language models (issue 35, `benchmarks/language_models.py`) are Keras functional models fed int32 "
+            "token ids drawn from their whole vocabulary. BertEncoder: token and position embeddings and their "
+            "LayerNorm, then 4 post-LN layers (hidden 512, 8 heads, feed-forward 2048 with Keras' exact GELU), "
+            "sequence 128, vocabulary 8,000, out its hidden states. GptDecoder: the same embeddings, 2 pre-LN "
+            "layers of that width with causal self-attention, a final LayerNorm and an LM head, sequence 64, out "
+            "the logits over 4,000 words. A name ending in -b8 is the same model at batch 8. TensorFlow computes "
+            "the exact GELU as 0.5·x·erfc(-x/√2); tf2onnx 1.17 has no rule for Erfc and leaves it in the ONNX "
+            "graph, which ONNX Runtime refuses (no such ONNX op), so the ONNX Runtime peer converts with the "
+            "custom op handler tf2onnx's users write for it: Erfc(x) = 1 - Erf(x) (onnx/tensorflow-onnx issue "
+            "2347).", ""]
+
+
 def render(results: dict) -> str:
     models = ", ".join(results["compile"])
     lines = ["# Benchmarks: xlacs side by side with TensorFlow, tf2jax, OpenVINO, ONNX Runtime and in-process JAX",
@@ -366,7 +383,8 @@ def render(results: dict) -> str:
              f"Models: {models}, frozen with re-scaled weights (activations of order 1) and fed the same input "
              "by every peer. The machine is shared and noisy: runs differ by 30% or more, so read ratios "
              "measured side by side, not bare times.", "",
-             *_goals(results), *goals.analysis(results), *_compile(results), *_compile_by_digest(results),
+             *_language_models(results), *_goals(results), *goals.analysis(results), *_compile(results),
+             *_compile_by_digest(results),
              *_execute(results), *_tiny(results),
              *_transfer(results), *_throughput(results), *_training(results), *_batching(results),
              *_tfserving(results), *_scaling(results),

@@ -5,11 +5,12 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from benchmarks import compile_latency, execute_latency, goals, models, peers, profiles, report, timing, transport
 from benchmarks.peers.remote import PeerProcesses
 from benchmarks.raw_grpc import RawGrpc
-from xlacs.freeze import FrozenGraph
+from xlacs.freeze import FrozenGraph, freeze
 
 # The peers whose packages the tests install (tf2jax and TF XLA run in scripts/bench; each peer process imports
 # its engine, so fewer processes keep this test quick).
@@ -34,6 +35,15 @@ def test_peers_run_the_tiny_add_in_their_own_processes_and_agree_with_tf_graph_m
         assert error < 1e-6, f"{peer} differs from TF graph mode by {error}"
     for summary in row["peers"].values():
         assert summary["n"] >= 5 and 0 < summary["p50_ms"] <= summary["p99_ms"]
+
+
+def test_onnx_runtime_runs_tensorflows_exact_gelu_whose_erfc_tf2onnx_leaves_unconverted(client, peer_processes):
+    """tf.nn.gelu computes 0.5·x·erfc(-x/√2), and ONNX has no Erfc: the peer converts it as 1 - Erf."""
+    frozen = freeze(tf.function(lambda x: tf.nn.gelu(x)), tf.TensorSpec((64,), tf.float32))
+    gelu = models.Model("GELU", frozen, [np.linspace(-6, 6, 64, dtype=np.float32)])
+    row = execute_latency.measure_model(client, peer_processes, gelu, seconds=0.2)
+    assert row["errors"] == {}
+    assert row["max_relative_error_vs_tf_graph"][peers.ONNX_RUNTIME] < 1e-6
 
 
 def test_a_peer_that_cannot_build_a_graph_says_why_and_the_others_go_on(client, peer_processes):
@@ -102,6 +112,18 @@ def test_issue_15_goals_take_the_worst_model_the_faster_runtime_and_name_what_wa
         "not measured: InceptionV3")
     assert (by_key["inception_cold"].value, by_key["inception_cold"].passed) == (5.0, False)
     assert (by_key["cold"].subject, by_key["cold"].value, by_key["cold"].passed) == ("InceptionV3", 5100 / 6000, True)
+
+
+def test_issue_35_goals_are_issue_15s_on_the_language_models_at_both_batches():
+    results = {"execute": {"GptDecoder-b8": _execute_row({peers.XLACS: 30, peers.TF_GRAPH: 40, peers.OPENVINO: 15,
+                                                          peers.ONNX_RUNTIME: 25, peers.IN_PROCESS: 28})}}
+    by_key = {g.key: g for g in goals.evaluate(results)}
+    tf_graph, runtimes = by_key["transformers_tf_graph"], by_key["transformers_runtimes"]
+    assert (tf_graph.subject, tf_graph.value, tf_graph.passed) == ("GptDecoder-b8", 0.75, True)
+    assert tf_graph.measured.endswith("not measured: BertEncoder, BertEncoder-b8, GptDecoder")
+    assert (runtimes.value, runtimes.passed) == (2.0, False)
+    why = goals.WHY[runtimes.key](results, runtimes)
+    assert "OpenVINO's 15.0 ms" in why and "BatchNorm" not in why
 
 
 def test_execute_report_has_every_peer_the_ratios_and_the_passes_that_changed_the_graph():
