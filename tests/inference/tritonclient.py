@@ -32,8 +32,18 @@ class ClientScriptFailed(AssertionError):
 
 def run(script: str, work_dir: pathlib.Path, arrays: dict[str, np.ndarray] | None = None, *,
         python: pathlib.Path = PYTHON, **args) -> tuple[dict[str, np.ndarray], object]:
-    """(arrays, result) the script replied with, run by `python` (another client's venv: tests/tfserving/).
+    """(arrays, result) the script replied with, run by `python` (another client's venv).
     Raises ClientScriptFailed with the script's stderr if it fails."""
+    source = prepare(script, work_dir, arrays, python, args)
+    done = subprocess.run([str(python), str(source), str(work_dir)], capture_output=True, text=True, timeout=TIMEOUT_S)
+    if done.returncode != 0:
+        raise ClientScriptFailed(f"client script failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return replied(work_dir)
+
+
+def prepare(script: str, work_dir: pathlib.Path, arrays: dict[str, np.ndarray] | None, python: pathlib.Path,
+            args: dict) -> pathlib.Path:
+    """The script file, with its args and arrays beside it in work_dir (its one argument)."""
     if not python.exists():
         raise RuntimeError(f"{python} is missing: run scripts/bootstrap test")
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -42,8 +52,10 @@ def run(script: str, work_dir: pathlib.Path, arrays: dict[str, np.ndarray] | Non
         np.savez(work_dir / "in.npz", **arrays)
     source = work_dir / "script.py"
     source.write_text(PRELUDE + textwrap.dedent(script))
-    done = subprocess.run([str(python), str(source), str(work_dir)], capture_output=True, text=True, timeout=TIMEOUT_S)
-    if done.returncode != 0:
-        raise ClientScriptFailed(f"client script failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return source
+
+
+def replied(work_dir: pathlib.Path) -> tuple[dict[str, np.ndarray], object]:
+    """(arrays, result) a script that ran in work_dir replied with."""
     with np.load(work_dir / "out.npz") as out:
         return dict(out), json.loads((work_dir / "result.json").read_text())
