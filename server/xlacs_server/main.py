@@ -87,7 +87,7 @@ def serve(args) -> None:
         pass
     log.info("shutting down: no new calls; %d call(s) in flight get up to %g s to finish",
              metrics.calls_in_flight(), settings.shutdown_grace_s)
-    deadline = time.monotonic() + settings.shutdown_grace_s  # for the calls, then the pending tier-ups
+    deadline = time.monotonic() + settings.shutdown_grace_s  # for the calls, then the pending tier-ups and stores
     health.enter_graceful_shutdown()
     service.draining = True  # /readyz, /v2/health/ready and ServerReady answer not ready while the calls finish
     drain.close()

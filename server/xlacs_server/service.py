@@ -123,7 +123,8 @@ class CompilationService:
 
     def close(self, tier_up_s: float = 0.0) -> None:
         """At shutdown: ends the sessions (unmapping their regions), stops the execution workers, gives the pending
-        tier-ups up to `tier_up_s` to store their optimized programs, and releases the cache leases still held."""
+        tier-ups and stores of prepared weights up to `tier_up_s` to keep their results in the shared tiers, and
+        releases the cache leases still held."""
         self.shared_memory.close_all()
         self.workers.close()
         self.resident.close()

@@ -1,7 +1,11 @@
 """Prepared weights in the shared tiers (cache/prepared.py; docs/cache.md, "Prepared weights"): a fresh replica
 sharing Redis binds a cached executable to the prepared weights the first replica kept, instead of running the
 prepare program again; a prepared blob or record that does not check is refused, never used: the prepare program
-runs again and its results are kept anew."""
+runs again and its results are kept anew. The Compile answers before they are kept: a fresh replica is started once
+Redis holds what it reads."""
+import threading
+import time
+
 import pytest
 
 from tests.cache.conftest import settings
@@ -36,10 +40,26 @@ def prepared_records(redis_server) -> list[bytes]:
     return redis_server.client().keys("xlacs:prepared.*")
 
 
+def stored(redis_server, key: bytes | str, want: bytes) -> None:
+    """Returns once Redis holds `want` under `key`: a replica's store of prepared weights, which runs after its
+    Compile answered, put it there (the record is put after its blobs)."""
+    while redis_server.client().get(key) != want:
+        time.sleep(0.05)
+
+
+def kept(redis_server) -> bytes:
+    """The name of the first prepared record in Redis, once one is there."""
+    while not prepared_records(redis_server):
+        time.sleep(0.05)
+    return prepared_records(redis_server)[0]
+
+
 def test_a_fresh_replica_reads_the_prepared_weights_instead_of_running_the_prepare_program(replica, redis_server):
     frozen, fn = conv_bn(21)
     first = compile(replica(), frozen)
-    assert "prepare" in first.stage_ms and len(prepared_records(redis_server)) == 1
+    assert "prepare" in first.stage_ms
+    kept(redis_server)
+    assert len(prepared_records(redis_server)) == 1
     client = replica()
     hit = compile(client, frozen)  # by digest: bound from the binding record
     assert (hit.cache, hit.id, client.stats().compiles) == ("l2", first.id, 0)
@@ -47,10 +67,16 @@ def test_a_fresh_replica_reads_the_prepared_weights_instead_of_running_the_prepa
     assert_close(hit(X)[0], fn(X).numpy())
 
 
-def test_a_graph_sent_whole_reads_them_too(redis_server):
+def test_the_compile_answers_before_they_are_kept_and_a_graph_sent_whole_reads_them_too(redis_server):
     options = settings(redis_url=redis_server.url)
     frozen, fn = conv_bn(23)
-    first, _ = run(CompilationService(options), frozen, X)
+    service, held, begun = CompilationService(options), threading.Event(), threading.Event()
+    begun.set()
+    service.tier_up.keep("work queued before", held.wait, begun)  # the worker is busy until `held` is set
+    first, _ = run(service, frozen, X)
+    assert not prepared_records(redis_server)  # answered, its store still queued
+    held.set()
+    kept(redis_server)
     hit, (got,) = run(CompilationService(options), frozen, X)
     assert (first.cache, hit.cache) == ("miss", "l2") and "prepare" in first.stage_ms
     assert "prepared" in hit.stage_ms and "prepare" not in hit.stage_ms, hit.stage_ms
@@ -62,7 +88,7 @@ def test_an_altered_prepared_blob_or_record_is_refused_and_the_prepare_program_r
                                                                                           case):
     frozen, fn = conv_bn(22)
     compile(replica(), frozen)
-    [name] = prepared_records(redis_server)
+    name = kept(redis_server)
     redis = redis_server.client()
     record = redis.get(name)
     if case == "blob":  # its bytes no longer hash to its digest
@@ -71,12 +97,14 @@ def test_an_altered_prepared_blob_or_record_is_refused_and_the_prepare_program_r
         data = redis.get(key)
         redis.set(key, bytes([data[0] ^ 1]) + data[1:])
     else:  # its HMAC no longer checks
+        key, data = name, record
         redis.set(name, record[:-40] + bytes([record[-40] ^ 1]) + record[-39:])
     client = replica()
     hit = compile(client, frozen)
     assert hit.cache == "l2" and "prepare" in hit.stage_ms, hit.stage_ms
     assert_close(hit(X)[0], fn(X).numpy())
     assert {t.tier: t for t in client.stats().blob_tiers}["l2"].rejected == 1
-    again = compile(replica(), frozen)  # the fresh replica kept them anew
+    stored(redis_server, key, data)  # the fresh replica kept them anew, the refused one replaced
+    again = compile(replica(), frozen)
     assert "prepared" in again.stage_ms and "prepare" not in again.stage_ms, again.stage_ms
     assert_close(again(X)[0], fn(X).numpy())

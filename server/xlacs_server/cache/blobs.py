@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+import numpy as np
 from google.protobuf.message import DecodeError
 from xlacs.v1 import xlacs_pb2
 
@@ -65,8 +66,9 @@ class Blobs:
         found = self._get(_blob(digest), digest.size, lambda data: digest_of(data) == digest, fill=True)
         return None if found is None else found[0]
 
-    def put(self, digest: Digest, data: bytes) -> None:
-        """Checked bytes into every tier, slowest first."""
+    def put(self, digest: Digest, data: bytes | np.ndarray) -> None:
+        """Checked bytes into every tier, slowest first; `data` may be a view (a flat uint8 array), which each tier
+        copies only as far as it keeps or sends it."""
         for store in reversed(self.stores):
             store.put(_blob(digest), data, digest.size)
 

@@ -90,6 +90,7 @@ class MemoryBlobs:
     def put(self, name: str, data: bytes, size: int | None) -> None:
         if len(data) > self.max_bytes:
             return
+        data = bytes(data)  # a view's bytes (Blobs.put), copied only when kept; bytes are not copied
         with self._lock:
             self._pop(name)
             self._blobs[name] = data

@@ -9,6 +9,8 @@ refused record or blob is a miss: the prepare program runs, and its outputs are 
 from __future__ import annotations
 
 import logging
+import math
+from typing import Iterable
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -43,22 +45,22 @@ class PreparedWeights:
         data = self.blobs.get_record(record, lambda data: self._decoded(record, data, sigs) is not None)
         return None if data is None else blob_arrays(self.blobs, self._decoded(record, data, sigs))
 
-    def put(self, name: str, values: list[np.ndarray]) -> None:
-        """Keeps the prepared weights `values` under `name`: each one's bytes as a blob (unless a tier has it),
-        then the record."""
-        if sum(v.nbytes for v in values) > self.max_bytes:
+    def put(self, name: str, sigs: list[TensorSig], values: Iterable[np.ndarray]) -> None:
+        """Keeps the prepared weights under `name`, whose types are `sigs`: each one's bytes as a blob (unless a
+        tier has it), then the record. `values` gives them one at a time, and none is copied but into the tiers
+        that keep it."""
+        if sum(math.prod(s.shape) * s.dtype.itemsize for s in sigs) > self.max_bytes:
             log.info("prepared weights %s take over %d bytes: not kept", name, self.max_bytes)
             return
-        views = [dtypes.byte_view(v) for v in values]
-        digests = [digest_of(view) for view in views]
-        missing = set(self.blobs.missing(digests))
-        for view, digest in zip(views, digests):
-            if digest in missing:
-                self.blobs.put(digest, bytes(view))
-                missing.discard(digest)
+        weights = []
+        for sig, value in zip(sigs, values):
+            view = dtypes.byte_view(value)
+            digest = digest_of(view)
+            if self.blobs.missing([digest]):
+                self.blobs.put(digest, view)
+            weights.append((TensorSig("", sig.dtype, sig.shape), digest))
         record = f"prepared.{self.namespace}.{name}"
-        data = cache_entries_pb2.PreparedRecord(
-            weights=bound_weights([(TensorSig("", v.dtype, v.shape), d) for v, d in zip(values, digests)]))
+        data = cache_entries_pb2.PreparedRecord(weights=bound_weights(weights))
         self.blobs.put_record(record, signed(self.secret, record, data.SerializeToString(deterministic=True)))
 
     def _decoded(self, record: str, data: bytes, sigs: list[TensorSig]):

@@ -7,7 +7,7 @@ import collections
 import contextlib
 import math
 import threading
-from typing import Callable, ContextManager, Protocol
+from typing import Callable, ContextManager, Iterable, Iterator, Protocol
 
 import jax
 import numpy as np
@@ -32,7 +32,15 @@ class KeptPrepared(Protocol):
     """Prepared weights kept in the cache tiers (cache/prepared.py), by an executable's key and a weights digest."""
 
     def get(self, name: str, sigs: list[TensorSig]) -> list[np.ndarray] | None: ...
-    def put(self, name: str, values: list[np.ndarray]) -> None: ...
+    def put(self, name: str, sigs: list[TensorSig], values: Iterable[np.ndarray]) -> None: ...
+
+
+def _on_host(arrays: list[jax.Array]) -> Iterator[np.ndarray]:
+    """The arrays' values as read-only host arrays, one at a time: a CPU device's are views of its buffers; another
+    device's are copied, each copy freed once the next is asked for (np.asarray would keep it on the array)."""
+    host = jax.devices("cpu")[0]
+    for array in arrays:
+        yield np.asarray(jax.device_put(array, host))
 
 
 class LoadedExecutables:
@@ -58,14 +66,16 @@ class LoadedExecutables:
 
     def bind(self, executable: Executable, read: Callable[[list[int]], list[np.ndarray]], blob_hashes: list[str],
              inputs: list[TensorSig], outputs: list[TensorSig], device: DeviceRef,
+             keep: Callable[[str, Callable[[], None]], None],
              stage: Callable[[str], ContextManager] = untimed) -> LoadedExecutable:
         """The executable bound to its lifted weights (the sha256 of whose raw bytes are `blob_hashes`; `read(indices)`
         gives those at `indices` of executable.params, or raises MissingWeights, and is asked only for those this
         bind uploads) and to the names of `inputs` and `outputs`; its id adds the weights' digest to the key. An
         executable with a prepare part binds the prepared weights that a binding of the same weights holds, else
         those the tiers keep (stage "prepared"), else runs the prepare program on the weights (stage "prepare")
-        and keeps its results in the tiers; the lifted weights that only it reads are then uploaded for that run
-        only. `stage(name)` times each stage of it."""
+        and has `keep(name, store)` run `store()`, which keeps its results in the tiers, off the Compile's path;
+        the lifted weights that only it reads are then uploaded for that run only. `stage(name)` times each stage
+        of it."""
         params = executable.params
         with stage("bind"):
             size = sum(math.prod(p.shape) * p.dtype.itemsize for p in params)
@@ -80,15 +90,17 @@ class LoadedExecutables:
         with stage("bind"):
             buffers = self.weights.upload(values, [hashes[i] for i in call], device.device)
         if prepare is not None:
-            buffers += self._prepared(executable, f"{executable.key}.{digest}", read, hashes, device.device, stage)
+            buffers += self._prepared(executable, f"{executable.key}.{digest}", read, hashes, device.device, keep,
+                                      stage)
         with stage("bind"):
             loaded = self._register(executable, inputs, outputs, digest if params else "", buffers)
         return loaded
 
     def _prepared(self, executable: Executable, name: str, read: Callable[[list[int]], list[np.ndarray]],
-                  hashes: list[str], device: jax.Device, stage: Callable[[str], ContextManager]) -> list[jax.Array]:
+                  hashes: list[str], device: jax.Device, keep: Callable[[str, Callable[[], None]], None],
+                  stage: Callable[[str], ContextManager]) -> list[jax.Array]:
         """The prepared weights of the lifted weights whose content hashes are `hashes` (named `name`): held by a
-        binding, kept in the tiers, or computed now and kept there."""
+        binding, kept in the tiers, or computed now and kept there by `keep`."""
         prepare = executable.prepare
         held = self.weights.held(name, len(prepare.outputs), device)
         if held is not None:
@@ -102,8 +114,8 @@ class LoadedExecutables:
         with stage("prepare"):
             prepared = prepare.run(self.weights.upload(values, hashes, device))
         if self.kept is not None:
-            with stage("store"):
-                self.kept.put(name, [np.asarray(p) for p in prepared])
+            kept = self.kept
+            keep(name, lambda: kept.put(name, prepare.outputs, _on_host(prepared)))
         return self.weights.hold(name, device, prepared)
 
     def _register(self, executable: Executable, inputs: list[TensorSig], outputs: list[TensorSig], digest: str,

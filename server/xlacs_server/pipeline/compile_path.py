@@ -108,7 +108,8 @@ class CompilePath:
         renamed = {e.name: i.name for e, i in zip(executable.inputs, inputs)}
         outputs += [dataclasses.replace(s, name=renamed[s.name]) for s in executable.outputs[len(outputs):]]
         loaded = self.executables.bind(executable, lambda indices: [values[i] for i in indices],
-                                       [b.hash for b in blobs], inputs, outputs, device, watch.stage)
+                                       [b.hash for b in blobs], inputs, outputs, device, self._keep(watch),
+                                       watch.stage)
         if record is not None:
             with watch.stage("record"):
                 by_digest.keep_record(self.blobs, self.records, record, loaded, values, blobs)
@@ -147,10 +148,14 @@ class CompilePath:
             return values
         try:
             loaded = self.executables.bind(executable, read, [blob.hash for _, blob in binding.weights],
-                                           binding.inputs, binding.outputs, device, watch.stage)
+                                           binding.inputs, binding.outputs, device, self._keep(watch), watch.stage)
         except MissingWeights:
             return None
         return CompileResult(loaded, tier, watch.ms)
+
+    def _keep(self, watch: Stopwatch) -> Callable[[str, Callable[[], None]], None]:
+        """How a bind keeps the prepared weights it computed: on the tier-up worker, once the Compile answered."""
+        return functools.partial(self.tier_up.keep, start=watch.answered)
 
     def _loaded_by_digest(self, known: tuple) -> LoadedExecutable | None:
         """The binding a Compile by digest made before, while it is loaded and its executable in L1 (counted as

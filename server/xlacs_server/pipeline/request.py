@@ -70,8 +70,8 @@ class Stopwatch:
         self.ms: dict[str, float] = {}
         self.checkpoint = checkpoint
         self._slot = slot
-        # Set once the call has its answer (or its error): a tier-up it queued starts then, so that the optimizing
-        # compile does not slow the bind and the prepare run of the Compile it answers (compile/tier_up.py).
+        # Set once the call has its answer (or its error): a tier-up or a store of prepared weights it queued starts
+        # then, so that neither slows the bind and the prepare run of the Compile it answers (compile/tier_up.py).
         self.answered = threading.Event()
 
     @contextlib.contextmanager
