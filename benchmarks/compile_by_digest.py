@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pathlib
 import statistics
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -97,16 +98,29 @@ def _round(directory: pathlib.Path, redis_server: RedisServer, paths: dict, mode
             row["checkpoint"]["compiles"] = stats.stats().compiles - compiles
             row["checkpoint"]["max_relative_error_vs_tf"] = float(
                 np.max(np.abs(got - expected)) / max(1.0, float(np.max(np.abs(expected)))))
+        stored = _prepared_stored(redis_server, 2)  # the two checkpoints' prepared weights
         replica = ServeProcess(directory, redis_env(redis_server))
         try:
             replica.warm_up(tiny_add())
             with replica.client() as stats, replica.client() as client:
                 row["replica"], _ = _compile(client, graph, first, stats, "l2")
+            row["replica"]["prepared_stored"] = stored
         finally:
             replica.stop()
     finally:
         daemon.stop()
     return row
+
+
+def _prepared_stored(redis_server: RedisServer, count: int, timeout_s: float = 120.0) -> bool:
+    """Whether Redis holds `count` records of prepared weights within the timeout: the daemon stores them after it
+    answers (docs/cache.md, Prepared weights), and a replica started before that runs the prepare program itself."""
+    deadline = time.monotonic() + timeout_s
+    while len(redis_server.client().keys("xlacs:prepared.*")) < count:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def measure(directory: pathlib.Path, redis_server: RedisServer, rounds: int, repeats: int, model: str = MODEL,
