@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import pathlib
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -88,3 +89,15 @@ class ServeProcess(DaemonProcess):
 
     def stop(self) -> None:
         assert super().stop() == 0, self.log.read_text()
+
+
+def prepared_records(redis_server) -> list[bytes]:
+    return redis_server.client().keys("xlacs:prepared.*")
+
+
+def kept(redis_server) -> bytes:
+    """The name of the first record of prepared weights in Redis, once one is there: a replica stores them after its
+    Compile answered (docs/cache.md, Prepared weights)."""
+    while not prepared_records(redis_server):
+        time.sleep(0.05)
+    return prepared_records(redis_server)[0]

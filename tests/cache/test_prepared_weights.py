@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.cache.conftest import settings
+from tests.cache.conftest import kept, prepared_records, settings
 from tests.compile.test_prepare import X, conv_bn, run
 from tests.conftest import RunningServer
 from tests.oracle import assert_close
@@ -36,22 +36,11 @@ def compile(client: Client, frozen):
     return client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
 
 
-def prepared_records(redis_server) -> list[bytes]:
-    return redis_server.client().keys("xlacs:prepared.*")
-
-
 def stored(redis_server, key: bytes | str, want: bytes) -> None:
     """Returns once Redis holds `want` under `key`: a replica's store of prepared weights, which runs after its
     Compile answered, put it there (the record is put after its blobs)."""
     while redis_server.client().get(key) != want:
         time.sleep(0.05)
-
-
-def kept(redis_server) -> bytes:
-    """The name of the first prepared record in Redis, once one is there."""
-    while not prepared_records(redis_server):
-        time.sleep(0.05)
-    return prepared_records(redis_server)[0]
 
 
 def test_a_fresh_replica_reads_the_prepared_weights_instead_of_running_the_prepare_program(replica, redis_server):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.cache.conftest import SECRET
+from tests.cache.conftest import SECRET, kept, prepared_records
 from tests.oracle import assert_close
 from xlacs import Client, digests, error_details, freeze, manifest
 from xlacs.graph_source import GraphChanged
@@ -157,21 +157,27 @@ def test_a_fresh_replica_sharing_redis_needs_nothing_and_asks_again_for_what_red
     path = write(tmp_path, frozen)
     with Client(replicas().address) as client:
         compile_and_run(client, path, frozen, expected)
+    kept(redis_server)  # the prepared weights too, stored after the answer
     fresh = replicas()
     with Client(fresh.address) as client:
         executable = compile_and_run(client, path, frozen, expected)
     assert executable.cache == "l2" and executable.upload.uploaded_bytes == 0
     assert fresh.received("UploadBlobs") == 0 and fresh.received("Compile") < 1000
-    # Redis evicts two of the weight blobs (allkeys-lru may): the next fresh replica asks for those two only.
+    # Redis evicts two of the weight blobs and the prepared weights (allkeys-lru may): the next fresh replica runs
+    # the prepare program on every weight, and asks for those two only.
     graph_manifest, _ = manifest.split(frozen.graph_def).manifest()
     lost = graph_manifest.cuts[:2]
     r = redis_server.client()
     for cut in lost:
         keys = r.keys(f"*{cut.blob.hash}*")
         assert keys and r.delete(*keys) == len(keys)
+    records = prepared_records(redis_server)
+    assert r.delete(*records) == len(records)
     with Client(replicas().address) as client:
         executable = compile_and_run(client, path, frozen, expected)
-    assert executable.cache == "l2"
+    # Its first Compile loaded the program from Redis, then found the two blobs missing: the one after the upload
+    # finds the program in L1.
+    assert executable.cache == "l1"
     assert (executable.upload.uploaded_blobs, executable.upload.uploaded_bytes) == (
         2, sum(c.blob.size_bytes for c in lost))
 
