@@ -33,12 +33,6 @@ def pytest_xdist_make_scheduler(config, log):
     return ModuleScheduling(config, log)
 
 
-def pytest_collection_modifyitems(items):
-    """tests/stack first: the images and the compose stack are the longest group, on one worker, so the other
-    worker's modules run beside it instead of leaving it to run alone at the end."""
-    items.sort(key=lambda item: not item.nodeid.startswith("tests/stack/"))
-
-
 @pytest.fixture(autouse=True)
 def seeded_inputs(request):
     """tests/oracle.py's RNG restarts from a seed of the test's id before each test, so a test draws the same
