@@ -192,14 +192,19 @@ class ModelRepository:
         if not known:
             self._model_dir(name)  # NotFound for a model that is not in the repository either
         with self._model_lock(name):
-            with self._lock:
-                versions = self._models.get(name, {})
-            for model in versions.values():
-                model.unload(self._service.settings.shutdown_grace_s)
+            self._unload_versions(name)
             with self._lock:
                 self._models.pop(name, None)
                 self._reasons[name] = "unloaded"
             log.info("model %r unloaded", name)
+
+    def _unload_versions(self, name: str) -> None:
+        """Every version of `name` unloaded (in-flight requests finish, up to shutdown_grace_s); the caller holds
+        the model's lock."""
+        with self._lock:
+            versions = self._models.get(name, {})
+        for model in versions.values():
+            model.unload(self._service.settings.shutdown_grace_s)
 
     # --- TF Serving's model server config --------------------------------------------------------
 
@@ -271,10 +276,7 @@ class ModelRepository:
     def _drop(self, name: str) -> None:
         """A model a reload took out: unloaded as unload() does, then forgotten (NotFound, as if never served)."""
         with self._model_lock(name):
-            with self._lock:
-                versions = self._models.get(name, {})
-            for model in versions.values():
-                model.unload(self._service.settings.shutdown_grace_s)
+            self._unload_versions(name)
             with self._lock:
                 self._models.pop(name, None)
                 self._reasons.pop(name, None)
