@@ -45,11 +45,17 @@ def specs_of(args) -> list[tf.TensorSpec]:
     return [tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args]
 
 
+def traced(fn):
+    """`fn` as a tf.function without AutoGraph: the tests' functions call TF's control flow ops themselves, and
+    AutoGraph's conversion of a lambda parses its whole source file (about 0.25 s a test)."""
+    return fn if hasattr(fn, "get_concrete_function") else tf.function(fn, autograph=False)
+
+
 def compile_and_compare(client, fn, args, *, rtol=1e-4, atol=1e-5, lower_control_flow=True, name="", oracle=None):
     """Compiles `fn` for the shapes of `args` on the service, runs it, and checks it against TF eager running
     `oracle` (by default `fn` itself; another function where TF has no CPU kernel for fn's op or layout).
     Returns the Executable (so callers can check its signature or cache tier)."""
-    frozen = freeze(tf.function(fn), *specs_of(args), lower_control_flow=lower_control_flow)
+    frozen = freeze(traced(fn), *specs_of(args), lower_control_flow=lower_control_flow)
     executable = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches, name=name)
     got = executable.execute(dict(zip(frozen.feeds, args)))
     want = (oracle or fn)(*[tf.constant(a) for a in args])

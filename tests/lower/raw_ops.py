@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import kernels, op_def_registry
 
-from tests.oracle import assert_close, specs_of
+from tests.oracle import assert_close, specs_of, traced
 from xlacs import freeze
 
 HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -54,7 +54,7 @@ def compare_per_dtype(client, fn_of, inputs_of, dtypes):
             outputs.append(list(out) if isinstance(out, (list, tuple)) else [out])
             start += len(group)
         return [o for group in outputs for o in group]
-    frozen = freeze(tf.function(fn), *specs_of(flat))
+    frozen = freeze(traced(fn), *specs_of(flat))
     got = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches).execute(dict(zip(frozen.feeds, flat)))
     want = fn(*[tf.constant(a) for a in flat])
     per_dtype = len(want) // len(dtypes)

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tests.lower.refusals import Fed, assert_refused, assert_refused_as_tf, ints
-from tests.oracle import compile_and_compare, ids, rand, specs_of
+from tests.oracle import compile_and_compare, ids, rand, specs_of, traced
 from xlacs import error_details, freeze
 
 raw = tf.raw_ops
@@ -33,7 +33,7 @@ def test_check_numerics_and_assert_pass_values_through(client):
 
 
 def test_ensure_shape_mismatch_is_an_error(client):
-    frozen = freeze(tf.function(lambda x: raw.EnsureShape(input=x, shape=[3, 5])), tf.TensorSpec([None, 5]))
+    frozen = freeze(traced(lambda x: raw.EnsureShape(input=x, shape=[3, 5])), tf.TensorSpec([None, 5]))
     with pytest.raises(grpc.RpcError, match=r"has shape \[2, 5\], but EnsureShape expects \[3, 5\]"):
         client.compile(frozen.graph_def, {name: (np.float32, (2, 5)) for name in frozen.feeds}, frozen.fetches)
 
@@ -424,7 +424,7 @@ def test_max_and_min_over_an_empty_axis_are_their_identities(client, dtype):
 
 def test_a_fed_end_of_a_strided_slice_is_named(client):
     """x[1:i]: the slice's length would depend on the fed i, which is the slice's end, not its begin."""
-    frozen = freeze(tf.function(lambda x, i: x[1:i]), *specs_of([rand((4, 3)), np.int32(3)]))
+    frozen = freeze(traced(lambda x, i: x[1:i]), *specs_of([rand((4, 3)), np.int32(3)]))
     with pytest.raises(grpc.RpcError) as e:
         client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from tests.graphs import GraphBuilder
-from tests.oracle import assert_close, compile_and_compare, ids, rand, specs_of
+from tests.oracle import assert_close, compile_and_compare, ids, rand, specs_of, traced
 from xlacs import freeze
 from xlacs_server.config import Settings
 from xlacs_server.graph.importer import import_graph
@@ -217,7 +217,7 @@ def test_depthwise_conv2d_layouts(client, case, data_format):
 def lowered_for(platform: str, fn, args):
     """fn's frozen graph through the service's passes, lowered for `platform` and jitted on this machine's
     device: the way to run the generic rule of an op that has an XLA:CPU override."""
-    frozen = freeze(tf.function(fn), *specs_of(args))
+    frozen = freeze(traced(fn), *specs_of(args))
     graph = import_graph(frozen.graph_def, Settings())
     graph = graph.replace(feeds=[Endpoint.parse(f) for f in frozen.feeds],
                           fetches=[Endpoint.parse(f) for f in frozen.fetches],

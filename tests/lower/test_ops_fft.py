@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from tests.lower.raw_ops import name, op, tolerance
 from tests.lower.refusals import Fed, assert_refused_as_tf, ints
-from tests.oracle import assert_close, compile_and_compare, rand, specs_of
+from tests.oracle import assert_close, compile_and_compare, rand, specs_of, traced
 from xlacs import freeze
 
 SUFFIXES = {1: "", 2: "2D", 3: "3D"}
@@ -55,7 +55,7 @@ def test_nd_forms_over_given_axes(client, dtype):
     real = rand((2, 6, 5, 8), dtype)
     tcomplex, treal = tf.as_dtype(complex_dtype), tf.as_dtype(dtype)
     inner2, inner3 = tf.constant([-2, -1]), tf.constant([1, 2, 3])
-    frozen = freeze(tf.function(lambda x, spectrum, real: [
+    frozen = freeze(traced(lambda x, spectrum, real: [
         op("FFTND")(x, tf.constant([5, 8]), inner2), op("IFFTND")(x, tf.constant([6, 5, 8]), inner3),
         op("FFTND")(x, tf.constant([6, 8]), tf.constant([1, 3])),
         op("RFFTND", Tcomplex=tcomplex)(real, tf.constant([5, 6]), inner2),

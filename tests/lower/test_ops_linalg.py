@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tests.lower.raw_ops import name, op, tolerance
 from tests.lower.refusals import Fed, assert_refused_as_tf, ints
-from tests.oracle import assert_close, compile_and_compare, rand, specs_of
+from tests.oracle import assert_close, compile_and_compare, rand, specs_of, traced
 from xlacs import freeze
 
 LINALG = [np.float32, np.float64, np.complex64, np.complex128]
@@ -28,7 +28,7 @@ def positive_definite(shape, dtype):
 
 def run(client, fn, args):
     """(our outputs, TF's outputs) of `fn`, for checks that are not elementwise equality."""
-    frozen = freeze(tf.function(fn), *specs_of(args))
+    frozen = freeze(traced(fn), *specs_of(args))
     got = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches).execute(dict(zip(frozen.feeds, args)))
     want = fn(*[tf.constant(a) for a in args])
     return got, [np.asarray(w) for w in (want if isinstance(want, (list, tuple)) else [want])]

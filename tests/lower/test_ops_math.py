@@ -8,7 +8,7 @@ from tensorflow.python.framework import op_def_registry
 
 from tests.lower.raw_ops import HALF, compare_per_dtype, has_cpu_kernel, name, op, tolerance
 from tests.lower.refusals import Fed, assert_refused, assert_refused_as_tf, one_node
-from tests.oracle import assert_close, compile_and_compare, rand, specs_of
+from tests.oracle import assert_close, compile_and_compare, rand, specs_of, traced
 from xlacs import freeze
 from xlacs_server.lower import registry
 
@@ -91,7 +91,7 @@ def test_unary_special_values(client, dtype):
 @pytest.mark.parametrize("dtype", [np.int32, np.int64], ids=name)
 def test_round_integers(client, dtype):
     """Integers round to themselves, as tf.math.round documents; TF's own CPU Round kernel returns 0 for them."""
-    frozen = freeze(tf.function(op("Round")), tf.TensorSpec((3, 4), dtype))
+    frozen = freeze(traced(op("Round")), tf.TensorSpec((3, 4), dtype))
     x = rand((3, 4), dtype, -9, 9)
     (got,) = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches).execute(dict(zip(frozen.feeds, [x])))
     assert_close(got, tf.math.round(x).numpy())
@@ -212,7 +212,7 @@ def test_add_n(client, dtype):
 def test_accumulate_n_v2(client):
     """TF has no kernel for AccumulateNV2 (a graph pass rewrites it), but frozen graphs can hold it: AddN's twin."""
     spec = tf.TensorSpec((3, 4), tf.float32)
-    frozen = freeze(tf.function(lambda a, b: tf.raw_ops.AccumulateNV2(inputs=[a, b], shape=[3, 4])), spec, spec)
+    frozen = freeze(traced(lambda a, b: tf.raw_ops.AccumulateNV2(inputs=[a, b], shape=[3, 4])), spec, spec)
     a, b = rand((3, 4)), rand((3, 4))
     (got,) = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches).execute(dict(zip(frozen.feeds, [a, b])))
     assert_close(got, tf.raw_ops.AddN(inputs=[a, b]).numpy())
@@ -323,7 +323,7 @@ def test_chained_float32_sums_of_a_large_input(client):
     def fn(x):
         return [tf.raw_ops.Sum(input=tf.raw_ops.Sum(input=x, axis=[1]), axis=[0]), tf.raw_ops.Sum(input=x, axis=[1]),
                 tf.raw_ops.Mean(input=tf.raw_ops.Mean(input=x, axis=[1]), axis=[0])]
-    frozen = freeze(tf.function(fn), *specs_of([x]))
+    frozen = freeze(traced(fn), *specs_of([x]))
     got = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches).execute(dict(zip(frozen.feeds, [x])))
     magnitude = np.abs(x).astype(np.float64)
     for g, w, scale in zip(got, fn(tf.constant(x)), [magnitude.sum(), magnitude.sum(axis=1), magnitude.mean()]):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tests.lower.refusals import Fed, assert_refused_as_tf, ints
 from tests.lower.test_variables import unfrozen
-from tests.oracle import specs_of
+from tests.oracle import specs_of, traced
 from xlacs import freeze
 
 raw = tf.raw_ops
@@ -20,7 +20,7 @@ LOGITS = np.log(np.array([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]], np.float32))
 
 
 def compiled(client, fn, args):
-    frozen = freeze(tf.function(fn), *specs_of(args))
+    frozen = freeze(traced(fn), *specs_of(args))
     executable = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
     return lambda *xs: executable.execute(dict(zip(frozen.feeds, xs)))
 

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tests.lower.refusals import Fed, assert_refused, assert_refused_as_tf
-from tests.oracle import assert_close, compile_and_compare, rand, specs_of
+from tests.oracle import assert_close, compile_and_compare, rand, specs_of, traced
 from xlacs import freeze
 from xlacs_server.graph import attrs
 
@@ -178,7 +178,7 @@ def test_depthwise_conv2d_dilated_and_nchw(client, data_format, padding):
     x, w = rand((1, 4, 9, 9) if nchw else (1, 9, 9, 4)), rand((3, 3, 4, 2))
     ours = (lambda x, w: depthwise(x, w, "NCHW", nhwc_pads[:2] + nhwc_pads[6:] + nhwc_pads[2:6])) if nchw else \
         (lambda x, w: depthwise(x, w, "NHWC", nhwc_pads))
-    frozen = freeze(tf.function(ours), *specs_of([x, w]))
+    frozen = freeze(traced(ours), *specs_of([x, w]))
     got, = client.compile(frozen.graph_def, frozen.feeds, frozen.fetches).execute(dict(zip(frozen.feeds, [x, w])))
     x_nhwc = np.transpose(x, (0, 2, 3, 1)) if nchw else x
     want = depthwise(tf.constant(x_nhwc), tf.constant(w), "NHWC", nhwc_pads).numpy()
@@ -198,7 +198,7 @@ def test_strided_slice_with_run_time_range_names_begin(client):
     import grpc
     def fn(x, i):
         return x[i:i + 2]
-    frozen = freeze(tf.function(fn), *specs_of([rand((4, 3)), np.int32(1)]))
+    frozen = freeze(traced(fn), *specs_of([rand((4, 3)), np.int32(1)]))
     with pytest.raises(grpc.RpcError) as e:
         client.compile(frozen.graph_def, frozen.feeds, frozen.fetches)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'begin'" in e.value.details()
