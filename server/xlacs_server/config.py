@@ -88,8 +88,9 @@ class Settings:
     # XLA debug options set on every compile, `name=value`, over xlacs's defaults (compile/xla_options.py DEFAULTS):
     # an option of a default's name replaces its value, `-name` drops it so that XLA's own applies. Checked at start
     # and part of the cache key, as merged. XLA_FLAGS in the environment is checked at start too. The one default,
-    # `xla_cpu_experimental_ynn_fusion_type=`, turns XLA:CPU's YNNPACK convolutions off, so Eigen's run: faster on
-    # all five CNNs in three of four interleaved runs (docs/performance.md, XLA:CPU's convolution library).
+    # `xla_cpu_experimental_ynn_fusion_type=auto`, is xlacs's choice per program: YNNPACK takes the dots of a program
+    # without convolutions (transformers), and nothing of the others, whose convolutions run on Eigen's kernels,
+    # faster on all five CNNs (docs/performance.md, XLA:CPU's convolution library, Transformers on XLA:CPU).
     xla_options: tuple[str, ...] = ()
     # Tiered compilation (docs/performance.md): a cold compile of a per-call program of at least this many StableHLO
     # ops on XLA:CPU answers with a program compiled by quick options (LLVM's optimizations off) and compiles the

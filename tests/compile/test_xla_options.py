@@ -84,14 +84,41 @@ def test_cpu_convolutions_run_on_eigen_by_default_not_ynnpack():
     assert "__ynn_fusion" in ynnpack
 
 
+def dense_spec(with_convolution: bool) -> CompileSpec:
+    """y = x·w, a transformer's projection (f32[64,512]·[512,512]), with or without a convolution before it."""
+    g = tf.Graph()
+    rng = np.random.default_rng(0)
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [64, 512], name="x")
+        if with_convolution:
+            k = tf.constant(rng.standard_normal((3, 1, 1)).astype(np.float32))
+            x = tf.reshape(tf.nn.conv1d(tf.reshape(x, [64, 512, 1]), k, 1, "SAME"), [64, 512])
+        tf.matmul(x, tf.constant(rng.standard_normal((512, 512)).astype(np.float32)), name="y")
+    return CompileSpec(g.as_graph_def().SerializeToString(), [("x:0", dtypes.parse("float32"), (64, 512))], ["y:0"])
+
+
+def test_dots_of_a_program_without_convolutions_run_on_ynnpack_by_default():
+    """`auto` (the default) gives a program's dots to YNNPACK when it has no convolution; one with a convolution, or
+    an xla_options that names the option, gets none."""
+    def compiled(spec, *options):
+        return CompilationService(settings(xla_options=options)).compile(spec).loaded.executable.compiled.as_text()
+    assert "__ynn_fusion" in compiled(dense_spec(with_convolution=False))
+    assert "__ynn_fusion" not in compiled(dense_spec(with_convolution=True))
+    assert "__ynn_fusion" not in compiled(dense_spec(with_convolution=False), "xla_cpu_experimental_ynn_fusion_type=")
+    ynn = xla_options.YNN
+    assert xla_options.for_program({ynn: "auto"}, "stablehlo.dot_general %0") == {ynn: xla_options.YNN_DOTS}
+    assert xla_options.for_program({ynn: "auto"}, "stablehlo.convolution stablehlo.dot_general") == {ynn: ""}
+    assert xla_options.for_program({ynn: "auto"}, "stablehlo.add") == {ynn: ""}
+
+
 def test_options_set_merge_with_the_defaults():
     """A user's option keeps the defaults, one of a default's name replaces its value, `-name` drops it."""
     compiled = CompilationService(settings(xla_options=("xla_cpu_enable_fast_math=false",))).compile(conv_spec())
     assert "__ynn_fusion" not in compiled.loaded.executable.compiled.as_text()
     ynn = "xla_cpu_experimental_ynn_fusion_type"
-    assert xla_options.DEFAULTS == {ynn: ""}
-    assert xla_options.parse(()) == {ynn: ""}
-    assert xla_options.parse(("xla_cpu_use_onednn=true",)) == {ynn: "", "xla_cpu_use_onednn": True}
+    assert xla_options.DEFAULTS == {ynn: "auto"}
+    assert xla_options.parse(()) == {ynn: "auto"}
+    assert xla_options.parse(("xla_cpu_use_onednn=true",)) == {ynn: "auto", "xla_cpu_use_onednn": True}
     assert xla_options.parse((f"{ynn}=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",)) == {
         ynn: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
     assert xla_options.parse((f"-{ynn}", "xla_cpu_use_onednn=true")) == {"xla_cpu_use_onednn": True}

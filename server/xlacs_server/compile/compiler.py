@@ -77,6 +77,7 @@ def compile_graph(graph: Graph, device: DeviceRef, checkpoint: Callable[[str], N
     lowered_at = time.perf_counter()
     checkpoint("compile")
     quick = tiered(stablehlo)
+    options = xla_options.for_program(options, stablehlo)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="xlacs-prepare") as pool:
         pending = None if parts is None else pool.submit(_prepare, parts, params, lowered_prepare, options)
         compiled = lowered.compile(compiler_options=quick_options(options) if quick else options)
@@ -115,8 +116,10 @@ def _prepare(parts: prepare.Split, params: list[TensorSig], lowered,
              options: dict[str, xla_options.Value]) -> Prepare:
     """The compiled prepare program of `parts`; it and the per-call program name the lifted weights by index."""
     index = {s.name: i for i, s in enumerate(params)}
-    compiled = Program(lowered.compile(compiler_options=quick_options(options)).runtime_executable())
+    stablehlo = lowered.as_text()
+    options = quick_options(xla_options.for_program(options, stablehlo))
+    compiled = Program(lowered.compile(compiler_options=options).runtime_executable())
     outputs = [TensorSig(str(e), np.dtype(o.dtype), tuple(o.shape))
                for e, o in zip(parts.prepare.fetches, lowered.out_info)]
     return Prepare(compiled, [index[str(e)] for e in parts.prepare.params], [index[str(e)] for e in parts.call.params],
-                   outputs, lowered.as_text(), compiled.serialize())
+                   outputs, stablehlo, compiled.serialize())

@@ -7,6 +7,8 @@ Two ways in:
 - `xla_options` (XLACS_XLA_OPTIONS=name=value,...): debug options set on each compile (as jax's
   `.compile(compiler_options=...)` does) over xlacs's `DEFAULTS`, part of the cache key. `check_options` compiles a
   one-op program with them on every device, so an unknown name or a bad value is refused at start with XLA's reason.
+  One value is xlacs's, not XLA's: `xla_cpu_experimental_ynn_fusion_type=auto` (the default) is chosen per program
+  by `for_program`.
 """
 from __future__ import annotations
 
@@ -20,9 +22,12 @@ import jax.numpy as jnp
 
 Value = bool | int | float | str
 CHECK_TIMEOUT_S = 300
-# Set on every compile unless xla_options names them: YNNPACK's convolutions off, so Eigen's run (docs/performance.md,
-# XLA:CPU's convolution library).
-DEFAULTS: dict[str, Value] = {"xla_cpu_experimental_ynn_fusion_type": ""}
+YNN = "xla_cpu_experimental_ynn_fusion_type"  # which ops XLA:CPU gives to YNNPACK ("": none)
+PER_PROGRAM = "auto"  # YNN's value that for_program resolves for each program
+YNN_DOTS = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
+# Set on every compile unless xla_options names them (docs/performance.md, XLA:CPU's convolution library and
+# Transformers on XLA:CPU).
+DEFAULTS: dict[str, Value] = {YNN: PER_PROGRAM}
 
 
 def parse(items: tuple[str, ...]) -> dict[str, Value]:
@@ -64,14 +69,26 @@ def identity(options: dict[str, Value]) -> str:
     return ",".join(f"{name}={value!r}" for name, value in sorted(options.items()))
 
 
+def for_program(options: dict[str, Value], stablehlo: str) -> dict[str, Value]:
+    """The options XLA gets for one program (StableHLO text). YNN's `auto` becomes YNNPACK for the dots of a program
+    with dots and no convolution (the transformers: 0.95-1.01x TF graph mode with it, 1.01-1.25x without), and
+    YNNPACK off for the rest, so that convolutions run on Eigen's kernels, faster on the CNNs, and the 1x1 ones
+    that XLA rewrites as dots stay there too."""
+    if options.get(YNN) != PER_PROGRAM:
+        return options
+    dots = "stablehlo.convolution" not in stablehlo and re.search(r"stablehlo\.dot(_general)?\b", stablehlo)
+    return {**options, YNN: YNN_DOTS if dots else ""}
+
+
 def check_options(options: dict[str, Value], devices: list[jax.Device]) -> None:
-    """Raises ValueError naming the option XLA refuses on one of `devices`."""
+    """Raises ValueError naming the option XLA refuses on one of `devices`, in any program's resolution."""
     if not options:
         return
-    for device in devices:
+    resolutions = {identity(r): r for r in (for_program(options, ""), for_program(options, "stablehlo.dot"))}
+    for device, resolved in ((d, r) for d in devices for r in resolutions.values()):
         probe = jnp.zeros((2,), jnp.float32, device=device)
         try:
-            jax.jit(jnp.negative).lower(probe).compile(compiler_options=options)
+            jax.jit(jnp.negative).lower(probe).compile(compiler_options=resolved)
         except Exception as e:  # XLA raises its runtime error type; its text names the option and the reason
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise ValueError(f"xla_options {identity(options)} refused by XLA on {device.platform}: {reason}; "
