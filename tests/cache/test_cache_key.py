@@ -98,7 +98,7 @@ def test_compile_options_cover_xla_options_jax_flags_and_weight_lifting(service,
     xla = CompilationService(settings(xla_options=("xla_cpu_enable_fast_math=true",)))
     assert changed(base, ingredients(xla, spec())) == {"compile_options"}
     # The key holds the options as merged with the defaults: naming a default's own value changes nothing.
-    default_named = CompilationService(settings(xla_options=("xla_cpu_experimental_ynn_fusion_type=",)))
+    default_named = CompilationService(settings(xla_options=("xla_cpu_experimental_ynn_fusion_type=auto",)))
     assert changed(base, ingredients(default_named, spec())) == set()
     default_dropped = CompilationService(settings(xla_options=("-xla_cpu_experimental_ynn_fusion_type",)))
     assert changed(base, ingredients(default_dropped, spec())) == {"compile_options"}
