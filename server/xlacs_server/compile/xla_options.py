@@ -76,16 +76,20 @@ def for_program(options: dict[str, Value], stablehlo: str) -> dict[str, Value]:
     that XLA rewrites as dots stay there too."""
     if options.get(YNN) != PER_PROGRAM:
         return options
-    dots = "stablehlo.convolution" not in stablehlo and re.search(r"stablehlo\.dot(_general)?\b", stablehlo)
+    dots = "stablehlo.dot" in stablehlo and "stablehlo.convolution" not in stablehlo  # dot and dot_general
     return {**options, YNN: YNN_DOTS if dots else ""}
+
+
+def _resolutions(options: dict[str, Value]) -> list[dict[str, Value]]:
+    """Every value for_program may give `options`."""
+    return [options] if options.get(YNN) != PER_PROGRAM else [{**options, YNN: v} for v in ("", YNN_DOTS)]
 
 
 def check_options(options: dict[str, Value], devices: list[jax.Device]) -> None:
     """Raises ValueError naming the option XLA refuses on one of `devices`, in any program's resolution."""
     if not options:
         return
-    resolutions = {identity(r): r for r in (for_program(options, ""), for_program(options, "stablehlo.dot"))}
-    for device, resolved in ((d, r) for d in devices for r in resolutions.values()):
+    for device, resolved in ((d, r) for d in devices for r in _resolutions(options)):
         probe = jnp.zeros((2,), jnp.float32, device=device)
         try:
             jax.jit(jnp.negative).lower(probe).compile(compiler_options=resolved)
