@@ -1,0 +1,353 @@
+"""`scripts/gpu-check FOLDER` on the GPU machine: the checks and measurements of issue 36, in one run of at most
+`--budget-s` seconds, from the folder `scripts/gpu-check --prepare` made. Writes `gpu-report.json` to `--out` after
+every section, so that a run cut short keeps what it measured; report.py renders docs/gpu.md from it.
+
+Sections, in order (a section that would not finish in the time left is skipped, and says so):
+- machine: the GPU, its driver, jax, jaxlib and the CUDA plugin;
+- graphs: a daemon on gpu:0 compiles every graph at each of its batch sizes (cold compile time) and runs the first
+  against TensorFlow's CPU outputs; and the SavedModel at two batch sizes (two shape buckets);
+- speed: Execute through the daemon against the same program in this process (the floor: xlacs's compile of the
+  graph, run without the RPC, from host arrays and from arrays already on the GPU), interleaved;
+- torch: PyTorch eager on torchvision's MobileNetV2 and ResNet50 (torch_peer.py, its own process);
+- batching: MobileNetV2 from a model repository, 16 concurrent clients (the Open Inference Protocol over gRPC),
+  with and without dynamic_batching;
+- options: XLA:GPU options (autotuning level, command buffers, the quick options of tiered compilation), compile
+  time and run time of each;
+- torch_compile: torch.compile of the same models, while time is left.
+
+`--platform cpu` runs the same checks on the CPU (the suite's smoke test of this script)."""
+from __future__ import annotations
+
+import os
+
+# This process, the daemons and PyTorch share one GPU: none takes 75% of its memory at start, as JAX would.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import pathlib  # noqa: E402
+import platform as host  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
+import grpc  # noqa: E402
+import numpy as np  # noqa: E402
+
+from benchmarks.gpu.manifest import GraphEntry, Manifest, saved_model_input  # noqa: E402
+from benchmarks.peers.files import write_graph_files  # noqa: E402
+from benchmarks.peers.xlacs_program import build_with  # noqa: E402
+from benchmarks.processes import ServeProcess  # noqa: E402
+from benchmarks.timing import calls_for  # noqa: E402
+from xlacs_server.compile.compiler import quick_options  # noqa: E402
+from xlacs_server.config import Settings  # noqa: E402
+from xlacs_server.inference.v2 import grpc_service_pb2 as kserve  # noqa: E402
+from xlacs_server.inference.v2 import grpc_service_pb2_grpc as kserve_grpc  # noqa: E402
+
+# TF32: XLA:GPU and cuDNN round float32 operands of convolutions and dots to 10 bits of mantissa on this GPU (as
+# TensorFlow and PyTorch do by default there), so the outputs differ from TensorFlow's CPU ones by up to ~1e-3 of
+# their scale per layer; 2e-2 of the output's scale bounds it over the deepest graph here.
+TOLERANCE = 2e-2
+SPEED_GRAPHS = ("MobileNetV2", "ResNet50", "EfficientNetB0", "BertEncoder")
+CLIENTS, MAX_BATCH, QUEUE_DELAY_US = 16, 16, 2000
+OPTION_SETS = {"default": (), "autotune_level_0": ("xla_gpu_autotune_level=0",),
+               "no_command_buffers": ("xla_gpu_enable_command_buffer=",),
+               "quick": tuple(f"{k}={str(v).lower()}" for k, v in quick_options({}).items())}
+
+
+def relative_error(outputs, expected) -> float:
+    return max(float(np.abs(np.asarray(a, np.float64) - b).max() / max(np.abs(b).max(), 1e-30))
+               for a, b in zip(outputs, expected, strict=True))
+
+
+class Run:
+    def __init__(self, folder: pathlib.Path, out: pathlib.Path, platform: str, budget_s: float, only: str = ""):
+        self.folder, self.out, self.platform = folder, out, platform
+        self.device = f"{platform}:0"
+        self.work = out / "work"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.deadline = time.monotonic() + budget_s
+        self.manifest = Manifest.read(folder)
+        if only:
+            self.manifest.graphs = [g for g in self.manifest.graphs if g.name in only.split(",")]
+        self.graphs = {g.name: g for g in self.manifest.graphs}
+        self.report: dict = {"platform": platform, "budget_s": budget_s, "tolerance": TOLERANCE}
+        self.executables: dict[tuple[str, int], object] = {}
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def section(self, name: str, fn, needs_s: float) -> None:
+        if self.left() < needs_s:
+            self.report[name] = {"skipped": f"{self.left():.0f} s left, the section needs about {needs_s:.0f} s"}
+        else:
+            start = time.monotonic()
+            try:
+                self.report[name] = fn()
+            except Exception:  # noqa: BLE001 - a section that fails is reported; the next ones still run
+                self.report[name] = {"error": traceback.format_exc()[-3000:]}
+            self.report.setdefault("seconds", {})[name] = round(time.monotonic() - start, 1)
+        (self.out / "gpu-report.json").write_text(json.dumps(self.report, indent=1, default=str))
+        print(f"[{name}] {json.dumps(self.report[name], default=str)[:1500]}", flush=True)
+
+    def serve(self, env: dict | None = None) -> ServeProcess:
+        return ServeProcess(self.work, {"XLACS_DEVICES": self.device, "XLACS_CACHE_DIR": str(self.work / "cache"),
+                                        "XLACS_REQUIRE_GPU": "1" if self.platform == "gpu" else "0", **(env or {})})
+
+    # -- sections ------------------------------------------------------------------------------------------------
+    def machine(self) -> dict:
+        import importlib.metadata
+
+        import jax
+        found = {"python": host.python_version(), "cpus": os.cpu_count(), "jax": jax.__version__,
+                 "devices": [f"{d.platform}:{d.id} {d.device_kind}" for d in jax.devices(self.platform)]}
+        for name in ("jaxlib", "jax-cuda13-plugin", "jax-cuda13-pjrt", "jax-cuda12-plugin"):
+            try:
+                found[name] = importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                pass
+        if self.platform == "gpu":
+            found["nvidia_smi"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=30).stdout.strip()
+        return found
+
+    def graphs_section(self, daemon: ServeProcess) -> dict:
+        """The daemon's client stays open for the speed section, which runs the executables compiled here."""
+        rows, client = {}, daemon.client()
+        for entry in self.manifest.graphs:
+            graph_def = entry.graph_def(self.folder)
+            for batch in entry.batches:
+                rows[f"{entry.name}/b{batch}"] = row_or_error(lambda: self.compile_and_check(client, entry, graph_def,
+                                                                                             batch))
+        rows["SavedModel"] = row_or_error(lambda: self.saved_model(client))
+        return rows
+
+    def compile_and_check(self, client, entry: GraphEntry, graph_def: bytes, batch: int) -> dict:
+        """A cold compile through the daemon; at the first batch size, the outputs against TensorFlow's."""
+        start = time.perf_counter()
+        executable = client.compile(graph_def, entry.feeds_at(batch), entry.fetches, device=self.device,
+                                    name=f"{entry.name}-b{batch}", wait_optimized=True)
+        row = {"compile_ms": (time.perf_counter() - start) * 1e3, "cache": executable.cache,
+               "stage_ms": {k: round(v, 1) for k, v in executable.stage_ms.items()}}
+        self.executables[entry.name, batch] = executable
+        if batch == entry.batches[0]:
+            row["error"] = relative_error(executable(*entry.inputs(batch)), entry.expected(self.folder))
+            row["matches"] = row["error"] <= TOLERANCE
+        return row
+
+    def saved_model(self, client) -> dict:
+        start = time.perf_counter()
+        executable = client.compile_saved_model(self.folder / "saved_model", device=self.device)
+        row = {"compile_ms": (time.perf_counter() - start) * 1e3, "batches": {}}
+        with np.load(self.folder / "expected" / "SavedModel.npz", allow_pickle=False) as saved:
+            for batch in self.manifest.saved_model_batches:
+                (name,) = executable.inputs
+                outputs = executable(**{name: saved_model_input(batch)})
+                expected = [saved[f"{batch}/{output}"] for output in outputs]
+                error = relative_error(list(outputs.values()), expected)
+                row["batches"][str(batch)] = {"error": error, "matches": error <= TOLERANCE}
+        return row
+
+    def speed(self, seconds: float = 0.6, rounds: int = 3) -> dict:
+        import jax
+        gpu = jax.devices(self.platform)[0]
+        rows = {}
+        for name in [n for n in SPEED_GRAPHS if n in self.graphs]:
+            entry = self.graphs[name]
+            for batch in entry.batches:
+                if self.left() < 60:
+                    rows[f"{name}/b{batch}"] = {"skipped": "out of time"}
+                    continue
+                rows[f"{name}/b{batch}"] = row_or_error(lambda: self.speed_of(entry, batch, gpu, seconds, rounds))
+        return rows
+
+    def speed_of(self, entry: GraphEntry, batch: int, gpu, seconds: float, rounds: int) -> dict:
+        inputs = entry.inputs(batch)
+        files = write_graph_files(self.work / "graphs" / f"{entry.name}-b{batch}", entry.graph_def(self.folder),
+                                  entry.feeds_at(batch), entry.fetches, inputs)
+        start = time.perf_counter()
+        floor = build_with(files, Settings(cache_dir="", devices=(self.device,)))
+        floor_compile_ms = (time.perf_counter() - start) * 1e3
+        on_device = [jax_put(a, gpu) for a in inputs]
+        executable = self.executables.get((entry.name, batch))
+        if executable is None:
+            return {"skipped": "the daemon did not compile it (graphs)"}
+        calls = {"daemon": lambda: executable(*inputs), "in_process": lambda: floor(*inputs),
+                 "in_process_device_inputs": lambda: floor(*on_device)}
+        samples = {name: [] for name in calls}
+        for name, call in calls.items():
+            call()  # warm
+        for turn in range(rounds):
+            for name, call in calls.items():
+                samples[name] += calls_for(call, seconds, 3)
+        row = {f"{name}_p50_ms": float(np.median(ms)) for name, ms in samples.items()}
+        row["daemon_vs_in_process"] = row["daemon_p50_ms"] / row["in_process_p50_ms"]
+        row["in_process_compile_ms"] = floor_compile_ms
+        return row
+
+    def torch(self, variants: str, deadline_s: float) -> dict:
+        out = self.work / f"torch-{variants.replace(',', '-')}.json"
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PYTHONPATH"] = str(pathlib.Path(__file__).resolve().parents[2])
+        process = subprocess.Popen([sys.executable, "-m", "benchmarks.gpu.torch_peer", "--out", str(out),
+                                    "--variants", variants,
+                                    "--deadline", str(max(deadline_s - 60, 0))], env=env)
+        try:
+            process.wait(timeout=deadline_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return {"exit": process.returncode, **(json.loads(out.read_text()) if out.exists() else {})}
+
+    def batching(self, seconds: float = 6.0, rounds: int = 2) -> dict:
+        entry = self.graphs["MobileNetV2"]
+        repository = self.work / "models"
+        (input_name,) = [name.split(":")[0] for name in entry.feeds]
+        (output_name,) = [name.split(":")[0] for name in entry.fetches]
+        graph_def = entry.graph_def(self.folder)
+        for model, batching in (("plain", ""), ("batched", f"dynamic_batching {{ max_queue_delay_microseconds: "
+                                                           f"{QUEUE_DELAY_US} }}")):
+            (repository / model / "1").mkdir(parents=True, exist_ok=True)
+            (repository / model / "1" / "model.graphdef").write_bytes(graph_def)
+            (repository / model / "config.pbtxt").write_text(
+                f'platform: "tensorflow_graphdef"\nmax_batch_size: {MAX_BATCH}\n'
+                f'input [{{ name: "{input_name}" data_type: TYPE_FP32 dims: [224, 224, 3] }}]\n'
+                f'output [{{ name: "{output_name}" data_type: TYPE_FP32 dims: [1000] }}]\n{batching}\n')
+        start = time.perf_counter()
+        daemon = self.serve({"XLACS_MODEL_REPOSITORY": str(repository)})
+        try:
+            stub = kserve_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(daemon.address))
+            while not stub.ServerReady(kserve.ServerReadyRequest(), timeout=30).ready:
+                if self.left() < 30:
+                    raise TimeoutError("the repository did not load in the time left")
+                time.sleep(0.5)
+            figures = {"clients": CLIENTS, "max_batch_size": MAX_BATCH, "max_queue_delay_us": QUEUE_DELAY_US,
+                       "load_s": time.perf_counter() - start}
+            image = entry.inputs(1)[0]
+            runs = {"plain": [], "batched": []}
+            for model in runs:
+                load(daemon.address, model, input_name, image, 1.0)  # warm
+            for i in range(rounds):
+                for model in ("plain", "batched") if i % 2 == 0 else ("batched", "plain"):
+                    runs[model].append(load(daemon.address, model, input_name, image, seconds))
+        finally:
+            figures_exit = daemon.stop()
+        for model, measured in runs.items():
+            latencies = np.concatenate([m[0] for m in measured])
+            failed = sum(m[2] for m in measured)
+            figures[model] = {"requests_per_s": len(latencies) / sum(m[1] for m in measured),
+                              "p50_ms": float(np.percentile(latencies, 50)),
+                              "p99_ms": float(np.percentile(latencies, 99)), "requests": len(latencies),
+                              "failed": failed}
+        figures["throughput_ratio"] = figures["batched"]["requests_per_s"] / figures["plain"]["requests_per_s"]
+        figures["daemon_exit"] = figures_exit
+        return figures
+
+    def options(self, seconds: float = 0.6) -> dict:
+        import jax
+        gpu = jax.devices(self.platform)[0]
+        entry = self.graphs["MobileNetV2"]
+        rows = {}
+        for batch in entry.batches:
+            inputs = entry.inputs(batch)
+            files = write_graph_files(self.work / "graphs" / f"options-b{batch}", entry.graph_def(self.folder),
+                                      entry.feeds_at(batch), entry.fetches, inputs)
+            on_device = [jax_put(a, gpu) for a in inputs]
+            reference = None
+            for name, items in OPTION_SETS.items():
+                if self.left() < 40:
+                    rows[f"b{batch}/{name}"] = {"skipped": "out of time"}
+                    continue
+                try:
+                    start = time.perf_counter()
+                    call = build_with(files, Settings(cache_dir="", devices=(self.device,), xla_options=items))
+                    row = {"compile_ms": (time.perf_counter() - start) * 1e3}
+                    outputs = call(*on_device)
+                    reference = outputs if reference is None else reference
+                    row["difference"] = relative_error(outputs, reference)
+                    row["p50_ms"] = float(np.median(calls_for(lambda: call(*on_device), seconds, 5)))
+                except Exception as e:  # noqa: BLE001 - an option XLA refuses is a row that says why
+                    row = {"error": f"{type(e).__name__}: {e}"[:800]}
+                rows[f"b{batch}/{name}"] = row
+        return rows
+
+
+def row_or_error(fn) -> dict:
+    """A row's figures, or the error that stopped it: one graph that fails does not hide the others."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        return {"error": f"{type(e).__name__}: {e}"[-1500:]}
+
+
+def jax_put(array: np.ndarray, device):
+    import jax
+    return jax.block_until_ready(jax.device_put(array, device))
+
+
+def load(address: str, model: str, input_name: str, image: np.ndarray, seconds: float):
+    """CLIENTS threads, each with its own channel, sending one image at a time for `seconds`: (latencies in ms,
+    the seconds it took, failed requests)."""
+    request = kserve.ModelInferRequest(model_name=model, inputs=[kserve.ModelInferRequest.InferInputTensor(
+        name=input_name, datatype="FP32", shape=list(image.shape))], raw_input_contents=[image.tobytes()])
+    latencies, failed = [], [0]
+    stop = time.monotonic() + seconds
+
+    def client() -> None:
+        stub = kserve_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(address))
+        while time.monotonic() < stop:
+            start = time.perf_counter()
+            try:
+                stub.ModelInfer(request, timeout=60)
+            except grpc.RpcError:
+                failed[0] += 1
+                continue
+            latencies.append((time.perf_counter() - start) * 1e3)
+    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+    began = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return np.array(latencies), time.perf_counter() - began, failed[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder")
+    parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check-out"))
+    parser.add_argument("--platform", default="gpu", choices=("gpu", "cpu"))
+    parser.add_argument("--budget-s", type=float, default=450)
+    parser.add_argument("--sections", default="graphs,speed,torch,batching,options,torch_compile")
+    parser.add_argument("--graphs", default="", help="only these graphs (the CPU smoke test's small ones)")
+    args = parser.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run = Run(pathlib.Path(args.folder), out, args.platform, args.budget_s, args.graphs)
+    wanted = args.sections.split(",")
+    run.section("machine", run.machine, 0)
+    if "graphs" in wanted:
+        daemon = run.serve()
+        try:
+            run.section("graphs", lambda: run.graphs_section(daemon), 60)
+            if "speed" in wanted:
+                run.section("speed", run.speed, 60)
+        finally:
+            run.report["daemon_exit"] = daemon.stop()
+    if "torch" in wanted:
+        run.section("torch", lambda: run.torch("eager,eager_tuned", 90), 40)
+    if "batching" in wanted:
+        run.section("batching", run.batching, 60)
+    if "options" in wanted:
+        run.section("options", run.options, 50)
+    if "torch_compile" in wanted:
+        run.section("torch_compile", lambda: run.torch("compiled", run.left() - 5), 90)
+    run.report["logs"] = {p.name: p.read_text()[-4000:] for p in sorted(run.work.glob("serve-*.log"))}
+    (out / "gpu-report.json").write_text(json.dumps(run.report, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
