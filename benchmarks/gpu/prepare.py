@@ -106,13 +106,14 @@ def folder_bytes(folder: pathlib.Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def prepare(folder: pathlib.Path, wheels: bool = True) -> Manifest:
+def prepare(folder: pathlib.Path, made: list[graphs.Graph], wheels: bool = True) -> Manifest:
+    """Makes `folder` anew for the graphs `made` (graphs.graphs(): the run's), the SavedModel and the wheels."""
     if folder.exists():
         shutil.rmtree(folder)
     (folder / "graphs").mkdir(parents=True)
     (folder / "expected").mkdir()
     entries = []
-    for graph in graphs.graphs():
+    for graph in made:
         entries.append(prepare_graph(folder, graph))
         print(f"{graph.name}: {len(entries[-1].scales)} constants regenerated", flush=True)
     prepare_saved_model(folder)
@@ -125,7 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default=str(REPOSITORY / ".gpu-check"))
     folder = pathlib.Path(parser.parse_args().folder).resolve()
-    prepare(folder)
+    prepare(folder, graphs.graphs())
     carried, tree = folder_bytes(folder), tree_bytes()
     print(f"{folder}: {carried / 2**20:.1f} MiB, with the working tree's {tree / 2**20:.1f} MiB")
     if carried + tree > CARRY_LIMIT:
