@@ -204,13 +204,18 @@ SERVER_EXTRA = "the daemon needs: pip install 'xlacs[server]'"
 
 def cmd_serve(args) -> None:
     """The daemon, whose packages (jax, fastapi, redis, ...) are the `server` extra: a client-only install
-    (`pip install xlacs`) says what to install rather than fail with a traceback."""
+    (`pip install xlacs`) says what to install rather than fail with a traceback, and so does one whose jax the
+    daemon does not support (xlacs_server.jax_versions)."""
     try:
         from xlacs_server.main import serve
     except ModuleNotFoundError as e:
         if e.name is None or e.name.split(".")[0] in ("xlacs", "xlacs_server"):
             raise  # a module of this package is missing: a broken install, not a missing extra
         sys.exit(f"error: xlacs serve: {SERVER_EXTRA} ({e.name} is not installed)")
+    except ImportError as e:
+        if e.name != "jax":
+            raise
+        sys.exit(f"error: xlacs serve: {e}")
     serve(args)
 
 

@@ -25,18 +25,20 @@ STARTED = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+) and the dashboard on h
 
 
 class DaemonProcess:
-    """Started when made; `port` 0 picks a free one, which a restart (`stop()`, `start()`) keeps."""
+    """Started when made; `port` 0 picks a free one, which a restart (`stop()`, `start()`) keeps. `python` runs
+    it: this process's interpreter, or another environment's (another jax, tests/compat)."""
 
-    def __init__(self, log: pathlib.Path, env: dict, port: int = 0):
+    def __init__(self, log: pathlib.Path, env: dict, port: int = 0, python: str = sys.executable):
         self.log = log
         self.env = {**os.environ, "XLACS_HTTP_PORT": "0", **env}
         self.port = port
+        self.python = python
         self.start()
 
     def start(self) -> None:
         with open(self.log, "w") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "xlacs.cli", "serve", "--server", f"127.0.0.1:{self.port}"],
+                [self.python, "-m", "xlacs.cli", "serve", "--server", f"127.0.0.1:{self.port}"],
                 stdout=out, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.monotonic() + 180
         while not (match := STARTED.search(self.log.read_text())):

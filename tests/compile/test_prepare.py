@@ -1,11 +1,13 @@
 """The prepare split (compile/prepare.py): the weight-only part of a program runs once per weight set when weights
 are bound, the per-call program takes its results, and every cache tier and execution worker keeps both parts."""
+import jaxlib
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from xlacs import dtypes
 from xlacs.freeze import freeze
+from xlacs_server.compile import xla_options
 from xlacs_server.compile.compiler import quick_options
 from xlacs_server.config import Settings
 from xlacs_server.pipeline.request import CompileSpec
@@ -158,8 +160,15 @@ def test_get_executable_reports_the_prepare_run(client):
 def test_the_prepare_program_compiles_with_the_daemons_options_llvm_optimizations_and_fusion_emitters_off():
     options = {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 3}
     assert quick_options(options) == {"xla_cpu_enable_fast_math": False, "xla_backend_optimization_level": 0,
-                                      "xla_cpu_use_fusion_emitters": False}
+                                      **xla_options.elemental_emitters()}
     assert options["xla_backend_optimization_level"] == 3  # the per-call program keeps the daemon's
+
+
+def test_the_elemental_emitters_are_asked_for_where_xla_has_them():
+    """jaxlib 0.10's XLA:CPU has its elemental emitters (1.2-3.6x less compile time for the prepare programs of the
+    Keras CNNs); 0.11's has only the fusion emitters, and refuses the option."""
+    has_them = jaxlib.__version__.startswith("0.10.")
+    assert xla_options.elemental_emitters() == ({"xla_cpu_use_fusion_emitters": False} if has_them else {})
 
 
 def test_both_programs_compile_with_the_daemons_xla_options():

@@ -41,13 +41,13 @@ class CompiledProgram:
 
 
 def quick_options(options: dict[str, xla_options.Value]) -> dict[str, xla_options.Value]:
-    """The daemon's options with LLVM's optimizations off and XLA:CPU's older elemental emitters instead of its MLIR
-    fusion emitters, which cost a fixed compile time per fusion. The prepare program compiles with them: it runs
+    """The daemon's options with LLVM's optimizations off and, where XLA still has them (jaxlib 0.10), XLA:CPU's
+    older elemental emitters instead of its MLIR fusion emitters, which cost a fixed compile time per fusion. The prepare program compiles with them: it runs
     once per weight set, hundreds of small elementwise fusions over the weights, which the elemental emitters
     compile with 1.2-3.6x less CPU time on the Keras CNNs, to the same values, and it runs as fast. So does a tiered
     compile's first program: the CNNs' per-call programs compile in 0.33-0.52x the time and run 2-6x slower until
     the optimized one replaces them (docs/performance.md, Cold compile and Tiered compilation)."""
-    return {**options, "xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+    return {**options, "xla_backend_optimization_level": 0, **xla_options.elemental_emitters()}
 
 
 def param_sigs(graph: Graph) -> list[TensorSig]:

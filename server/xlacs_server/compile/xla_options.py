@@ -12,6 +12,7 @@ Two ways in:
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -25,6 +26,7 @@ CHECK_TIMEOUT_S = 300
 YNN = "xla_cpu_experimental_ynn_fusion_type"  # which ops XLA:CPU gives to YNNPACK ("": none)
 PER_PROGRAM = "auto"  # YNN's value that for_program resolves for each program
 YNN_DOTS = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
+FUSION_EMITTERS = "xla_cpu_use_fusion_emitters"  # false: XLA:CPU's older elemental emitters (gone in jaxlib 0.11)
 # Set on every compile unless xla_options names them (docs/performance.md, XLA:CPU's convolution library and
 # Transformers on XLA:CPU).
 DEFAULTS: dict[str, Value] = {YNN: PER_PROGRAM}
@@ -85,14 +87,33 @@ def _resolutions(options: dict[str, Value]) -> list[dict[str, Value]]:
     return [options] if options.get(YNN) != PER_PROGRAM else [{**options, YNN: v} for v in ("", YNN_DOTS)]
 
 
+@functools.cache
+def elemental_emitters() -> dict[str, Value]:
+    """The option that turns XLA:CPU's elemental emitters on where this process's XLA still has them (jaxlib 0.10),
+    else none: jaxlib 0.11's XLA has only its MLIR fusion emitters and refuses the option's name."""
+    try:
+        _compile({FUSION_EMITTERS: False}, jax.devices("cpu")[0])
+    except jax.errors.JaxRuntimeError as e:
+        if "No such compile option" not in str(e):
+            raise
+        return {}
+    return {FUSION_EMITTERS: False}
+
+
+def _compile(options: dict[str, Value], device: jax.Device) -> None:
+    """Compiles a one-op program with `options` on `device`: XLA raises its runtime error, naming the option and
+    the reason, when it refuses one."""
+    probe = jnp.zeros((2,), jnp.float32, device=device)
+    jax.jit(jnp.negative).lower(probe).compile(compiler_options=options)
+
+
 def check_options(options: dict[str, Value], devices: list[jax.Device]) -> None:
     """Raises ValueError naming the option XLA refuses on one of `devices`, in any program's resolution."""
     if not options:
         return
     for device, resolved in ((d, r) for d in devices for r in _resolutions(options)):
-        probe = jnp.zeros((2,), jnp.float32, device=device)
         try:
-            jax.jit(jnp.negative).lower(probe).compile(compiler_options=resolved)
+            _compile(resolved, device)
         except Exception as e:  # XLA raises its runtime error type; its text names the option and the reason
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise ValueError(f"xla_options {identity(options)} refused by XLA on {device.platform}: {reason}; "
