@@ -63,10 +63,10 @@ def relative_error(outputs, expected) -> float:
 
 
 class Run:
-    def __init__(self, folder: pathlib.Path, out: pathlib.Path, platform: str, budget_s: float, only: str = ""):
-        self.folder, self.out, self.platform = folder, out, platform
+    def __init__(self, folder: pathlib.Path, out: pathlib.Path, work: pathlib.Path, platform: str, budget_s: float,
+                 only: str = ""):
+        self.folder, self.out, self.work, self.platform = folder, out, work, platform
         self.device = f"{platform}:0"
-        self.work = out / "work"
         self.work.mkdir(parents=True, exist_ok=True)
         self.deadline = time.monotonic() + budget_s
         self.manifest = Manifest.read(folder)
@@ -319,6 +319,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder")
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check-out"))
+    parser.add_argument("--work", default="/tmp/xlacs-gpu-check", help="the daemons' logs and cache, the graphs' files")
     parser.add_argument("--platform", default="gpu", choices=("gpu", "cpu"))
     parser.add_argument("--budget-s", type=float, default=450)
     parser.add_argument("--sections", default="graphs,speed,torch,batching,options,torch_compile")
@@ -326,7 +327,7 @@ def main() -> None:
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    run = Run(pathlib.Path(args.folder), out, args.platform, args.budget_s, args.graphs)
+    run = Run(pathlib.Path(args.folder), out, pathlib.Path(args.work), args.platform, args.budget_s, args.graphs)
     wanted = args.sections.split(",")
     run.section("machine", run.machine, 0)
     if "graphs" in wanted:

@@ -70,7 +70,7 @@ def test_the_prepared_folder_fits_a_device_call_with_wheels_for_python_3_12(fold
 def test_the_check_runs_on_the_cpu_platform_and_matches_tensorflow(folder, tmp_path):
     out = tmp_path / "out"
     subprocess.run([sys.executable, "-m", "benchmarks.gpu.check", str(folder), "--platform", "cpu", "--out", str(out),
-                    "--sections", "graphs"], check=True, timeout=600)
+                    "--work", str(tmp_path / "work"), "--sections", "graphs"], check=True, timeout=600)
     result = json.loads((out / "gpu-report.json").read_text())
     rows = result["graphs"]
     assert rows["LSTM-TF1/b1"]["matches"] and rows["LSTM-TF1/b1"]["cache"] == "miss"
