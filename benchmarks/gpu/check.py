@@ -29,22 +29,20 @@ import pathlib  # noqa: E402
 import platform as host  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
-import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 
+from benchmarks.gpu import load  # noqa: E402
 from benchmarks.gpu.manifest import GraphEntry, Manifest, saved_model_input  # noqa: E402
 from benchmarks.peers.files import write_graph_files  # noqa: E402
 from benchmarks.peers.xlacs_program import build_with  # noqa: E402
 from benchmarks.processes import ServeProcess  # noqa: E402
 from benchmarks.timing import calls_for  # noqa: E402
+from xlacs import SharedMemory  # noqa: E402
 from xlacs_server.compile.compiler import quick_options  # noqa: E402
 from xlacs_server.config import Settings  # noqa: E402
-from xlacs_server.inference.v2 import grpc_service_pb2 as kserve  # noqa: E402
-from xlacs_server.inference.v2 import grpc_service_pb2_grpc as kserve_grpc  # noqa: E402
 
 # XLA:GPU computed the graphs' float32 convolutions and dots in float32, not TF32: the first H200 run's largest
 # difference from TensorFlow's CPU outputs was 3.2e-6 of an output's scale (docs/gpu.md). 1e-4 leaves 30x for
@@ -75,6 +73,7 @@ class Run:
         self.graphs = {g.name: g for g in self.manifest.graphs}
         self.report: dict = {"platform": platform, "budget_s": budget_s, "tolerance": TOLERANCE}
         self.executables: dict[tuple[str, int], object] = {}
+        self.client = None  # the graphs section's, to the daemon that compiled `executables`
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -116,7 +115,8 @@ class Run:
 
     def graphs_section(self, daemon: ServeProcess) -> dict:
         """The daemon's client stays open for the speed section, which runs the executables compiled here."""
-        rows, client = {}, daemon.client()
+        rows = {}
+        client = self.client = daemon.client()
         for entry in self.manifest.graphs:
             graph_def = entry.graph_def(self.folder)
             for batch in entry.batches:
@@ -175,16 +175,13 @@ class Run:
         executable = self.executables.get((entry.name, batch))
         if executable is None:
             return {"skipped": "the daemon did not compile it (graphs)"}
-        calls = {"daemon": lambda: executable(*inputs), "in_process": lambda: floor(*inputs),
-                 "in_process_device_inputs": lambda: floor(*on_device)}
-        samples = {name: [] for name in calls}
-        for name, call in calls.items():
-            call()  # warm
-        for turn in range(rounds):
-            for name, call in calls.items():
-                samples[name] += calls_for(call, seconds, 3)
-        row = {f"{name}_p50_ms": float(np.median(ms)) for name, ms in samples.items()}
+        with SharedMemory(self.client, sum(a.nbytes + 4096 for a in inputs)) as region:
+            shared = [region.put(a) for a in inputs]
+            calls = {"daemon": lambda: executable(*inputs), "daemon_shared_memory": lambda: executable(*shared),
+                     "in_process": lambda: floor(*inputs), "in_process_device_inputs": lambda: floor(*on_device)}
+            row = interleaved(calls, seconds, rounds)
         row["daemon_vs_in_process"] = row["daemon_p50_ms"] / row["in_process_p50_ms"]
+        row["shared_memory_vs_in_process"] = row["daemon_shared_memory_p50_ms"] / row["in_process_p50_ms"]
         row["in_process_compile_ms"] = floor_compile_ms
         return row
 
@@ -218,30 +215,26 @@ class Run:
                 f'output [{{ name: "{output_name}" data_type: TYPE_FP32 dims: [1000] }}]\n{batching}\n')
         start = time.perf_counter()
         daemon = self.serve({"XLACS_MODEL_REPOSITORY": str(repository)})
+        runs = {"plain": [], "batched": []}
         try:
-            stub = kserve_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(daemon.address))
-            while not stub.ServerReady(kserve.ServerReadyRequest(), timeout=30).ready:
-                if self.left() < 30:
-                    raise TimeoutError("the repository did not load in the time left")
-                time.sleep(0.5)
-            figures = {"clients": CLIENTS, "max_batch_size": MAX_BATCH, "max_queue_delay_us": QUEUE_DELAY_US,
+            load.wait_ready(daemon.address, self.deadline - 30)
+            figures = {"clients": CLIENTS, "client_processes": CLIENTS // load.THREADS_PER_PROCESS,
+                       "max_batch_size": MAX_BATCH, "max_queue_delay_us": QUEUE_DELAY_US,
                        "load_s": time.perf_counter() - start}
             image = entry.inputs(1)[0]
-            runs = {"plain": [], "batched": []}
-            for model in runs:
-                load(daemon.address, model, input_name, image, 1.0)  # warm
-            for i in range(rounds):
-                for model in ("plain", "batched") if i % 2 == 0 else ("batched", "plain"):
-                    runs[model].append(load(daemon.address, model, input_name, image, seconds))
+            with load.pool_for(CLIENTS) as pool:
+                for i in range(rounds):
+                    for model in ("plain", "batched") if i % 2 == 0 else ("batched", "plain"):
+                        runs[model].append(load.load(daemon.address, model, input_name, image, CLIENTS, seconds,
+                                                     pool))
         finally:
             figures_exit = daemon.stop()
         for model, measured in runs.items():
-            latencies = np.concatenate([m[0] for m in measured])
-            failed = sum(m[2] for m in measured)
-            figures[model] = {"requests_per_s": len(latencies) / sum(m[1] for m in measured),
-                              "p50_ms": float(np.percentile(latencies, 50)),
-                              "p99_ms": float(np.percentile(latencies, 99)), "requests": len(latencies),
-                              "failed": failed}
+            figures[model] = {"requests_per_s": float(np.mean([m["requests_per_s"] for m in measured])),
+                              "p50_ms": float(np.median([m["p50_ms"] for m in measured])),
+                              "p99_ms": float(max(m["p99_ms"] for m in measured)),
+                              "requests": sum(m["requests"] for m in measured),
+                              "failed": sum(m["failed"] for m in measured)}
         figures["throughput_ratio"] = figures["batched"]["requests_per_s"] / figures["plain"]["requests_per_s"]
         figures["daemon_exit"] = figures_exit
         return figures
@@ -275,6 +268,17 @@ class Run:
         return rows
 
 
+def interleaved(calls: dict, seconds: float, rounds: int) -> dict:
+    """p50 (ms) of each call, warmed first, timed in `rounds` turns of `seconds` each, in turn."""
+    samples = {name: [] for name in calls}
+    for call in calls.values():
+        call()
+    for _ in range(rounds):
+        for name, call in calls.items():
+            samples[name] += calls_for(call, seconds, 3)
+    return {f"{name}_p50_ms": float(np.median(ms)) for name, ms in samples.items()}
+
+
 def row_or_error(fn) -> dict:
     """A row's figures, or the error that stopped it: one graph that fails does not hide the others."""
     try:
@@ -286,33 +290,6 @@ def row_or_error(fn) -> dict:
 def jax_put(array: np.ndarray, device):
     import jax
     return jax.block_until_ready(jax.device_put(array, device))
-
-
-def load(address: str, model: str, input_name: str, image: np.ndarray, seconds: float):
-    """CLIENTS threads, each with its own channel, sending one image at a time for `seconds`: (latencies in ms,
-    the seconds it took, failed requests)."""
-    request = kserve.ModelInferRequest(model_name=model, inputs=[kserve.ModelInferRequest.InferInputTensor(
-        name=input_name, datatype="FP32", shape=list(image.shape))], raw_input_contents=[image.tobytes()])
-    latencies, failed = [], [0]
-    stop = time.monotonic() + seconds
-
-    def client() -> None:
-        stub = kserve_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(address))
-        while time.monotonic() < stop:
-            start = time.perf_counter()
-            try:
-                stub.ModelInfer(request, timeout=60)
-            except grpc.RpcError:
-                failed[0] += 1
-                continue
-            latencies.append((time.perf_counter() - start) * 1e3)
-    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
-    began = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return np.array(latencies), time.perf_counter() - began, failed[0]
 
 
 def main() -> None:
@@ -338,12 +315,12 @@ def main() -> None:
                 run.section("speed", run.speed, 60)
         finally:
             run.report["daemon_exit"] = daemon.stop()
-    if "torch" in wanted:
-        run.section("torch", lambda: run.torch("eager,eager_tuned", 90), 40)
     if "batching" in wanted:
         run.section("batching", run.batching, 60)
     if "options" in wanted:
         run.section("options", run.options, 50)
+    if "torch" in wanted:
+        run.section("torch", lambda: run.torch("eager,eager_tuned", 90), 40)
     if "torch_compile" in wanted:
         run.section("torch_compile", lambda: run.torch("compiled", run.left() - 5), 90)
     run.report["logs"] = {p.name: p.read_text()[-4000:] for p in sorted(run.work.glob("serve-*.log"))}

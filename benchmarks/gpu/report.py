@@ -61,7 +61,8 @@ def speed(report: dict) -> list[str]:
         name, batch = key.split("/b")
         torch = _torch_row(report, TORCH_MODELS[name], int(batch)) if name in TORCH_MODELS else {}
         eager = torch.get("eager", {}).get("host_p50_ms")
-        rows.append([key, _ms(row.get("daemon_p50_ms")), _ms(row.get("in_process_p50_ms")),
+        rows.append([key, _ms(row.get("daemon_p50_ms")), _ms(row.get("daemon_shared_memory_p50_ms")),
+                     _ms(row.get("in_process_p50_ms")),
                      _ms(row.get("in_process_device_inputs_p50_ms")),
                      f"{row['daemon_vs_in_process']:.2f}×" if "daemon_vs_in_process" in row else row.get(
                          "error", row.get("skipped", ""))[:120],
@@ -69,7 +70,7 @@ def speed(report: dict) -> list[str]:
                      _ms(torch.get("eager_tuned", {}).get("host_p50_ms")),
                      _ms(torch.get("compiled", {}).get("host_p50_ms")),
                      f"{row['daemon_p50_ms'] / eager:.2f}×" if eager and "daemon_p50_ms" in row else "–"])
-    return _table(["graph/batch", "daemon Execute", "in process", "in process, inputs on GPU", "daemon / in process",
+    return _table(["graph/batch", "daemon Execute", "daemon, shared memory", "in process", "in process, inputs on GPU", "daemon / in process",
                    "PyTorch eager", "eager, on GPU", "eager tuned", "torch.compile", "daemon / eager"], rows)
 
 
@@ -101,6 +102,8 @@ def goals(report: dict) -> list[str]:
         if batch != "64" or "daemon_vs_in_process" not in row:
             continue
         line = f"- {key}: daemon / in-process JAX **{row['daemon_vs_in_process']:.2f}×** (goal ≤ 1.2×)"
+        if "shared_memory_vs_in_process" in row:
+            line += f", through shared memory **{row['shared_memory_vs_in_process']:.2f}×**"
         eager = _torch_row(report, TORCH_MODELS[name], 64).get("eager", {}).get("host_p50_ms") \
             if name in TORCH_MODELS else None
         if eager:
