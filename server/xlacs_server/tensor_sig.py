@@ -4,6 +4,7 @@ the stages (unit/, compile/, execute/, cache/) that share it."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -13,6 +14,10 @@ class TensorSig:
     name: str
     dtype: np.dtype
     shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
         return f"{self.dtype}{list(self.shape)}"

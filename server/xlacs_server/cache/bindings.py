@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -93,7 +92,7 @@ def read_bound_weights(weights) -> list[tuple[TensorSig, Digest]]:
     """The weights of a record whose MAC checked; InvalidRequest or ValueError when they do not hold together."""
     read = [(_sig(w.spec), checked_digest(w.blob, "a weight's blob")) for w in weights]
     for sig, blob in read:
-        if math.prod(sig.shape) * sig.dtype.itemsize != blob.size:
+        if sig.nbytes != blob.size:
             raise ValueError(f"a {sig} weight in a blob of {blob.size} bytes")
     return read
 

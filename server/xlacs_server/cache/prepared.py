@@ -9,7 +9,6 @@ refused record or blob is a miss: the prepare program runs, and its outputs are 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Iterable
 
 import numpy as np
@@ -49,7 +48,7 @@ class PreparedWeights:
         """Keeps the prepared weights under `name`, whose types are `sigs`: each one's bytes as a blob (unless a
         tier has it), then the record. `values` gives them one at a time, and none is copied but into the tiers
         that keep it."""
-        if sum(math.prod(s.shape) * s.dtype.itemsize for s in sigs) > self.max_bytes:
+        if sum(s.nbytes for s in sigs) > self.max_bytes:
             log.info("prepared weights %s take over %d bytes: not kept", name, self.max_bytes)
             return
         weights = []
