@@ -70,6 +70,13 @@ class Settings:
     # past these a CreateState is RESOURCE_EXHAUSTED.
     max_state_bytes: int = 4 * GIB
     max_states: int = 256
+    # Device memory (docs/security.md): the weights, resident tensors and variable states on one device count together
+    # against that device's budget; a bind past it drops the device's least recently used bindings first, and what
+    # still does not fit is RESOURCE_EXHAUSTED (nothing resident or stateful is ever dropped). 0 derives the budget
+    # per device (execute/device_budget.py): on a GPU 80% of what PJRT says it holds (memory_stats' bytes_limit, the
+    # pool gpu_memory_fraction preallocates), the rest left to programs' temporaries; on the CPU, whose memory is the
+    # host's and PJRT reports none, max_weight_bytes + max_resident_bytes + max_state_bytes, the bound before.
+    max_device_bytes: int = 0
     # A feed's unknown (-1) dims are padded to buckets (docs/dynamic_shapes.md): the powers of two up to this when
     # a Compile names none, and no explicit bucket may be larger.
     max_bucket_size: int = 64

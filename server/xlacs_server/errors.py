@@ -228,6 +228,24 @@ class LimitExceeded(XlacsError):
         return [*super().details(), error_details_pb2.QuotaFailure(violations=[violation])]
 
 
+class DeviceOutOfMemory(XlacsError):
+    """XLA's allocator found no room on a device (its RESOURCE_EXHAUSTED, "Out of memory ..."), below the device's
+    budget (execute/device_budget.py): the programs' temporaries and outputs need more than the budget leaves them,
+    or another process holds the device's memory. The message names the budget's setting, to lower."""
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def __init__(self, what: str, device: str, setting: str, limit: int, cause: str):
+        self.setting, self.limit = setting, limit
+        super().__init__(f"{what}: {device} is out of memory ({cause}); lower {setting}={limit} (XLACS_"
+                         f"{setting.upper()}) to leave XLA more of the device, free resident tensors (FreeTensors) "
+                         "or variable states (DeleteState) on it, or send smaller inputs", device=device,
+                         setting=setting, limit=limit)
+
+    def details(self) -> list[message.Message]:
+        violation = error_details_pb2.QuotaFailure.Violation(subject=self.setting, description=str(self))
+        return [*super().details(), error_details_pb2.QuotaFailure(violations=[violation])]
+
+
 class Cancelled(XlacsError):
     """The client cancelled the call or went away; the work stopped at its next stage."""
     code = grpc.StatusCode.CANCELLED

@@ -20,6 +20,7 @@ from xlacs_server.compile.tier_up import TierUp
 from xlacs_server.config import Settings
 from xlacs_server.counters import Counters
 from xlacs_server.digest import Digest
+from xlacs_server.execute.device_budget import DeviceBudget, default_limit
 from xlacs_server.execute.devices import Devices, enumerate_devices
 from xlacs_server.execute.executable import Executable, LoadedExecutable, RunTimes
 from xlacs_server.execute.isolation import ISOLATION_POLICIES, Workers
@@ -49,11 +50,13 @@ class CompilationService:
         # Prepared weights, beside the executables in the shared tiers (none without one: they are held while bound)
         kept = shared and PreparedWeights(self.blobs, shared.secret, settings.cache_max_entry_bytes)
         self.counters = Counters()
-        self.weights = WeightStore()
+        # What each device keeps (weights, resident tensors, states) counts against its budget (max_device_bytes)
+        self.budget = DeviceBudget({d.name: default_limit(settings, d) for d in self.devices.all})
+        self.weights = WeightStore(self.budget)
         self.resident = ResidentTensors(settings.max_resident_bytes, settings.max_resident_tensors,
-                                        settings.resident_ttl_s)
+                                        settings.resident_ttl_s, self.budget)
         self.shared_memory = SharedMemory(settings)  # sessions and their regions (docs/data_plane.md)
-        self.states = VariableStates(settings.max_state_bytes, settings.max_states)  # docs/training.md
+        self.states = VariableStates(settings.max_state_bytes, settings.max_states, self.budget)  # docs/training.md
         if settings.isolate_executions not in ISOLATION_POLICIES:
             raise ValueError(f"isolate_executions={settings.isolate_executions!r}: use one of {ISOLATION_POLICIES}")
         self.workers = Workers()
@@ -62,7 +65,7 @@ class CompilationService:
         self.executables = LoadedExecutables(settings, self.weights, self.devices.resolve("").name, kept)
         self.compile_path = CompilePath(settings, self.devices, self.xla_options, self.tiers, self.blobs,
                                         self.records, self.executables, self.tier_up, self.counters)
-        self.runner = Runner(settings, self.executables, self.workers, self.resident, self.states)
+        self.runner = Runner(settings, self.executables, self.workers, self.resident, self.states, self.budget)
         self.gates = Gates(settings)  # the compile and execute slots, shared by every transport (gates.py)
 
     def unready(self) -> str:

@@ -1,11 +1,11 @@
 """The loaded executables: an executable bound to its weights on a device (LoadedExecutable) under its executable
 id, least recently used ones dropped past max_loaded and max_weight_bytes, and the ids that Compiles by digest
-remember for the next one of the same request."""
+remember for the next one of the same request. A bind makes room on its device's budget (execute/device_budget.py)
+by dropping that device's least recently used bindings first."""
 from __future__ import annotations
 
 import collections
 import contextlib
-import math
 import threading
 from typing import Callable, ContextManager, Iterable, Iterator, Protocol
 
@@ -14,6 +14,7 @@ import numpy as np
 
 from xlacs_server.config import Settings
 from xlacs_server.errors import LimitExceeded, NotFound, echoed
+from xlacs_server.execute.device_budget import RESIDENT, STATES
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.executable import Executable, LoadedExecutable
 from xlacs_server.execute.weights import WeightStore, content_hash, weights_digest
@@ -78,7 +79,7 @@ class LoadedExecutables:
         of it."""
         params = executable.params
         with stage("bind"):
-            size = sum(math.prod(p.shape) * p.dtype.itemsize for p in params)
+            size = sum(p.nbytes for p in params)
             if size > self.settings.max_weight_bytes:
                 raise LimitExceeded(f"the graph's weights take {size} bytes", "max_weight_bytes",
                                     self.settings.max_weight_bytes)
@@ -86,18 +87,39 @@ class LoadedExecutables:
             digest = weights_digest(hashes)
             prepare = executable.prepare
             call = list(range(len(params))) if prepare is None else prepare.call_params
+            self._make_room(executable, device, hashes, f"{executable.key}.{digest}")
         values = read(call)  # timed by the caller: a record's are read from the tiers
-        with stage("bind"):
-            buffers = self.weights.upload(values, [hashes[i] for i in call], device.device)
-        if prepare is not None:
-            buffers += self._prepared(executable, f"{executable.key}.{digest}", read, hashes, device.device, keep,
-                                      stage)
+        with self.weights.budget.allocating(device.name, f"binding the weights of executable {executable.key}"):
+            with stage("bind"):
+                buffers = self.weights.upload(values, [hashes[i] for i in call], device)
+            if prepare is not None:
+                buffers += self._prepared(executable, f"{executable.key}.{digest}", read, hashes, device, keep,
+                                          stage)
         with stage("bind"):
             loaded = self._register(executable, inputs, outputs, digest if params else "", buffers)
         return loaded
 
+    def _make_room(self, executable: Executable, device: DeviceRef, hashes: list[str], prepared: str) -> None:
+        """Room on `device` for the weights of `hashes` it lacks and the prepared weights `prepared` names unless
+        held (the prepare run may upload every lifted weight): least recently used bindings on the device go until
+        they fit; LimitExceeded (max_device_bytes), evicting none, when even evicting every one would not do."""
+        sizes = [p.nbytes for p in executable.params]
+        needed = self.weights.missing_bytes(hashes, sizes, device)
+        if executable.prepare is not None and self.weights.held(prepared, len(executable.prepare.outputs),
+                                                                device) is None:
+            needed += sum(s.nbytes for s in executable.prepare.outputs)
+        budget = self.weights.budget
+        budget.check(device.name, needed, f"binding the weights of executable {executable.key}", (RESIDENT, STATES))
+        with self._lock:
+            while budget.room(device.name) < needed:
+                victim = next((i for i, l in self._loaded.items() if l.executable.device.name == device.name), None)
+                if victim is None:
+                    break
+                del self._loaded[victim]
+                self.weights.evicted()
+
     def _prepared(self, executable: Executable, name: str, read: Callable[[list[int]], list[np.ndarray]],
-                  hashes: list[str], device: jax.Device, keep: Callable[[str, Callable[[], None]], None],
+                  hashes: list[str], device: DeviceRef, keep: Callable[[str, Callable[[], None]], None],
                   stage: Callable[[str], ContextManager]) -> list[jax.Array]:
         """The prepared weights of the lifted weights whose content hashes are `hashes` (named `name`): held by a
         binding, kept in the tiers, or computed now and kept there by `keep`."""
@@ -109,7 +131,7 @@ class LoadedExecutables:
             with stage("prepared"):
                 kept = self.kept.get(name, prepare.outputs)
                 if kept is not None:
-                    return self.weights.hold(name, device, [jax.device_put(v, device) for v in kept])
+                    return self.weights.hold(name, device, [jax.device_put(v, device.device) for v in kept])
         values = read(list(range(len(hashes))))
         with stage("prepare"):
             prepared = prepare.run(self.weights.upload(values, hashes, device))

@@ -2,7 +2,7 @@
 named by unguessable handles, which later Executes take as inputs without a round trip through the client (as
 IFRT proxy's arrays stay on the server). A tensor lives until FreeTensors frees it or its time to live runs out
 (checked whenever it is looked up, and by a sweeper thread); together they stay within max_resident_bytes and
-max_resident_tensors.
+max_resident_tensors, and each device's within its budget beside the weights and states there (device_budget.py).
 
 The store holds a reference to each jax.Array and never deletes a buffer itself: an Execute that took a tensor
 as an input keeps it alive until the run ends, even if it is freed meanwhile.
@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 from xlacs_server.errors import InvalidRequest, LimitExceeded, UnknownHandle
+from xlacs_server.execute.device_budget import RESIDENT, DeviceBudget
 from xlacs_server.execute.executable import LoadedExecutable
 
 HANDLE_BYTES = 24  # secrets.token_urlsafe: 32 characters, 192 random bits
@@ -67,8 +68,9 @@ def kept(loaded: LoadedExecutable, keep: dict[str, float]) -> list[int]:
 class ResidentTensors:
     """The resident tensors of one daemon, by handle."""
 
-    def __init__(self, max_bytes: int, max_tensors: int, default_ttl_s: float):
+    def __init__(self, max_bytes: int, max_tensors: int, default_ttl_s: float, budget: DeviceBudget):
         self.max_bytes, self.max_tensors, self.default_ttl_s = max_bytes, max_tensors, default_ttl_s
+        self.budget = budget
         self.expired = 0  # tensors whose time to live ran out
         self.freed = 0  # tensors FreeTensors freed
         self._tensors: dict[str, ResidentTensor] = {}
@@ -95,6 +97,8 @@ class ResidentTensors:
             if len(self._tensors) + len(outputs) > self.max_tensors:
                 raise LimitExceeded(f"keeping {len(outputs)} output(s) beside {len(self._tensors)} resident "
                                     "tensor(s); free some (FreeTensors)", "max_resident_tensors", self.max_tensors)
+            self.budget.charge(device, RESIDENT, size, f"keeping {len(outputs)} output(s) of executable "
+                                                       f"{executable_id}")
             kept = [ResidentTensor(secrets.token_urlsafe(HANDLE_BYTES), array, executable_id, device, name,
                                    now + (ttl_s or self.default_ttl_s)) for name, array, ttl_s in outputs]
             self._tensors.update((t.handle, t) for t in kept)
@@ -176,8 +180,8 @@ class ResidentTensors:
         if self._sweeper.is_alive():
             self._sweeper.join()
         with self._lock:
-            self._tensors.clear()
-            self._bytes = 0
+            for tensor in list(self._tensors.values()):
+                self._drop(tensor)
 
     def _check_count(self, handles: list[str], rpc: str) -> None:
         """A call names at most max_resident_tensors handles: no more can be resident."""
@@ -197,3 +201,4 @@ class ResidentTensors:
     def _drop(self, tensor: ResidentTensor) -> None:
         del self._tensors[tensor.handle]
         self._bytes -= tensor.nbytes
+        self.budget.credit(tensor.device, RESIDENT, tensor.nbytes)

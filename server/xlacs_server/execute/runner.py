@@ -1,6 +1,7 @@
 """The execute path: a loaded executable run in the daemon or in an execution worker (execute/isolation.py), on
 a variable state when the call names one (execute/states.py), its outputs kept on the device when asked
-(execute/resident.py)."""
+(execute/resident.py); XLA running out of the device's memory meanwhile is RESOURCE_EXHAUSTED naming its budget
+(execute/device_budget.py)."""
 from __future__ import annotations
 
 import time
@@ -10,6 +11,7 @@ import numpy as np
 from xlacs_server import metrics
 from xlacs_server.config import Settings
 from xlacs_server.errors import InvalidRequest, LimitExceeded
+from xlacs_server.execute.device_budget import DeviceBudget
 from xlacs_server.execute.executable import Executable, LoadedExecutable, RunTimes
 from xlacs_server.execute.isolation import Workers
 from xlacs_server.execute.loaded import LoadedExecutables
@@ -20,8 +22,9 @@ from xlacs_server.unit.variables import INPUT_PREFIX as VARIABLE_PREFIX
 
 class Runner:
     def __init__(self, settings: Settings, loaded: LoadedExecutables, workers: Workers, resident: ResidentTensors,
-                 states: VariableStates):
+                 states: VariableStates, budget: DeviceBudget):
         self.settings = settings
+        self.budget = budget
         self.loaded = loaded
         self.workers = workers
         self.resident = resident
@@ -45,12 +48,13 @@ class Runner:
         positions = frozenset(kept(loaded, keep)) if keep else frozenset()
         size = sum(a.nbytes for a in inputs.values() if isinstance(a, np.ndarray))  # not the resident ones
         self.check_input_bytes(size)
-        if not state_id:
-            outputs = self._run(loaded, inputs, positions, client_s, times=times)
-        else:
-            outputs = self._step(loaded, inputs, positions, client_s, state_id)
-        if positions:
-            outputs = self.resident.keep_outputs(loaded, outputs, keep)
+        with self.budget.allocating(loaded.executable.device.name, f"running executable {loaded.id}"):
+            if not state_id:
+                outputs = self._run(loaded, inputs, positions, client_s, times=times)
+            else:
+                outputs = self._step(loaded, inputs, positions, client_s, state_id)
+            if positions:
+                outputs = self.resident.keep_outputs(loaded, outputs, keep)
         return loaded.executable, outputs
 
     def _run(self, loaded: LoadedExecutable, inputs: dict, positions: frozenset[int], client_s: float | None,

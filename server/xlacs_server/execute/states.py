@@ -4,7 +4,8 @@ variable inputs (`variables/<name>`) from it, and the values the run assigns rep
 inputs to its outputs (compile/compiler.py), so a training step updates the model in place instead of copying it.
 
 Each state has a lock: two steps on one state never interleave, while steps on different states run side by side.
-The states of a daemon stay within max_states and max_state_bytes. A state lives only in memory: reading its
+The states of a daemon stay within max_states and max_state_bytes, and each device's within its budget beside the
+weights and resident tensors there (device_budget.py). A state lives only in memory: reading its
 variables back (ReadVariables) is how a client checkpoints it.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import jax
 import numpy as np
 
 from xlacs_server.errors import InvalidRequest, LimitExceeded, StateLost, UnknownState
+from xlacs_server.execute.device_budget import STATES, DeviceBudget
 from xlacs_server.execute.devices import DeviceRef
 from xlacs_server.execute.executable import LoadedExecutable
 from xlacs_server.execute.program import device_put
@@ -83,15 +85,16 @@ class VariableState:
 class VariableStates:
     """The variable states of one daemon, by id."""
 
-    def __init__(self, max_bytes: int, max_states: int):
+    def __init__(self, max_bytes: int, max_states: int, budget: DeviceBudget):
         self.max_bytes, self.max_states = max_bytes, max_states
+        self.budget = budget
         self._states: dict[str, VariableState] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
     def create(self, variables: dict[str, np.ndarray], device: DeviceRef) -> VariableState:
-        """A new state holding copies of `variables` on `device`; RESOURCE_EXHAUSTED past max_states or
-        max_state_bytes."""
+        """A new state holding copies of `variables` on `device`; RESOURCE_EXHAUSTED past max_states,
+        max_state_bytes or the device's budget."""
         if not variables:
             raise InvalidRequest("CreateState names no variable: give each variable's initial value, named as the "
                                  "executable's input without its 'variables/' prefix")
@@ -106,12 +109,14 @@ class VariableStates:
             if self._bytes + size > self.max_bytes:
                 raise LimitExceeded(f"the variable states hold {self._bytes} bytes, and this one {size} more",
                                     "max_state_bytes", self.max_bytes)
+            self.budget.charge(device.name, STATES, size, f"a variable state of {len(variables)} variable(s)")
             state = VariableState(secrets.token_urlsafe(STATE_ID_BYTES), device, {}, size)
             self._states[state.id] = state
             self._bytes += size
         with state.lock:
             try:
-                state.variables = dict(zip(variables, device_put(list(variables.values()), device.device)))
+                with self.budget.allocating(device.name, "creating a variable state"):
+                    state.variables = dict(zip(variables, device_put(list(variables.values()), device.device)))
             except BaseException:
                 self._drop(state)
                 raise
@@ -152,6 +157,7 @@ class VariableStates:
         with self._lock:
             if self._states.pop(state.id, None) is not None:
                 self._bytes -= state.nbytes
+                self.budget.credit(state.device.name, STATES, state.nbytes)
 
     @staticmethod
     def _check_live(state: VariableState) -> None:
@@ -177,6 +183,5 @@ class VariableStates:
             return list(self._states.values())
 
     def close(self) -> None:
-        with self._lock:
-            self._states.clear()
-            self._bytes = 0
+        for state in self.states():
+            self._drop(state)
