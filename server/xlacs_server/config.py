@@ -77,6 +77,11 @@ class Settings:
     # pool gpu_memory_fraction preallocates), the rest left to programs' temporaries; on the CPU, whose memory is the
     # host's and PJRT reports none, max_weight_bytes + max_resident_bytes + max_state_bytes, the bound before.
     max_device_bytes: int = 0
+    # The share of each GPU's memory that `xlacs serve` has JAX preallocate (XLA_PYTHON_CLIENT_MEM_FRACTION, set before
+    # JAX starts unless the environment sets it; JAX's own default is 0.75): the daemon owns its GPUs, leaving the
+    # rest to the CUDA context and execution workers (which allocate as they go). To share a GPU with another process,
+    # lower it (0.45 each for two daemons) or set XLA_PYTHON_CLIENT_PREALLOCATE=false (docs/gpu.md, Memory).
+    gpu_memory_fraction: float = 0.9
     # A feed's unknown (-1) dims are padded to buckets (docs/dynamic_shapes.md): the powers of two up to this when
     # a Compile names none, and no explicit bucket may be larger.
     max_bucket_size: int = 64

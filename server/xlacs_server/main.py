@@ -54,6 +54,16 @@ def with_malloc_tunables(tunables: str) -> None:
         os.execv(sys.executable, sys.orig_argv)
 
 
+def with_gpu_memory(fraction: float, environ=os.environ) -> None:
+    """Has JAX preallocate `fraction` of each GPU's memory (settings.gpu_memory_fraction) unless the environment
+    sets XLA_PYTHON_CLIENT_MEM_FRACTION itself: JAX reads it when its GPU backend starts, which this process has yet
+    to do. PJRT's bytes_limit, and so each GPU's default budget (execute/device_budget.py), follows from it."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"gpu_memory_fraction={fraction} is not a share of a GPU's memory in (0, 1] "
+                         "(XLACS_GPU_MEMORY_FRACTION)")
+    environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{fraction:g}")
+
+
 def serve(args) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Handlers first: a SIGTERM that arrives while JAX starts stops the daemon cleanly once it is up.
@@ -63,6 +73,7 @@ def serve(args) -> None:
     settings = settings_from_args(args)
     with_malloc_tunables(settings.malloc_tunables)
     try:
+        with_gpu_memory(settings.gpu_memory_fraction)
         xla_options.check_xla_flags()  # before this process starts XLA, which aborts on a bad flag
         service = Daemon(settings)
         drain = Drain()

@@ -25,6 +25,8 @@ PARENT_POLL_S = 1.0
 
 def main(connection, platform: str, device_index: int) -> None:
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    # The daemon preallocated its share of the GPU (gpu_memory_fraction): a worker on the same GPU allocates as it goes.
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     device = jax.devices(platform)[device_index]
     programs: collections.OrderedDict[str, tuple[Program, list[jax.Array]]] = collections.OrderedDict()
     while True:
