@@ -78,6 +78,7 @@ def calls_in_flight() -> int:
 class DeviceMemory:
     in_use_bytes: int
     limit_bytes: int | None
+    peak_bytes: int | None  # the most in use at once, where PJRT reports it
     source: str  # "pjrt": the device's allocator; "host": a CPU device, whose memory is this process's RAM
 
 
@@ -85,7 +86,8 @@ def device_memory(device) -> DeviceMemory | None:
     """A device's memory as PJRT reports it; for CPU devices (PJRT reports nothing) this process's RSS."""
     stats = device.device.memory_stats()
     if stats:
-        return DeviceMemory(int(stats.get("bytes_in_use", 0)), stats.get("bytes_limit"), "pjrt")
+        return DeviceMemory(int(stats.get("bytes_in_use", 0)), stats.get("bytes_limit"),
+                            stats.get("peak_bytes_in_use"), "pjrt")
     if device.platform != "cpu":
         return None
     page = os.sysconf("SC_PAGE_SIZE")
@@ -94,7 +96,7 @@ def device_memory(device) -> DeviceMemory | None:
             rss = int(f.read().split()[1]) * page
     except OSError:  # not Linux
         return None
-    return DeviceMemory(rss, os.sysconf("SC_PHYS_PAGES") * page, "host")
+    return DeviceMemory(rss, os.sysconf("SC_PHYS_PAGES") * page, None, "host")
 
 
 class ServiceCollector:
@@ -209,14 +211,25 @@ class ServiceCollector:
                                                                    "device: this process's RSS)", labels=["device"])
         limit = GaugeMetricFamily("xlacs_device_memory_limit_bytes", "Memory a device can use (for a CPU "
                                                                      "device: the host's RAM)", labels=["device"])
+        peak = GaugeMetricFamily("xlacs_device_memory_peak_bytes", "The most memory in use on a device at once, "
+                                                                   "where PJRT reports it", labels=["device"])
+        budget = GaugeMetricFamily("xlacs_device_budget_bytes", "A device's budget for what the daemon keeps on it "
+                                                                "(max_device_bytes)", labels=["device"])
+        counted = GaugeMetricFamily("xlacs_device_budget_used_bytes", "Bytes counted against a device's budget, "
+                                                                      "by kind: weights, resident (tensors), states",
+                                    labels=["device", "kind"])
         for d in self.service.devices.all:
             memory = device_memory(d)
             if memory is not None:
                 used.add_metric([d.name], memory.in_use_bytes)
                 if memory.limit_bytes is not None:
                     limit.add_metric([d.name], memory.limit_bytes)
-        yield used
-        yield limit
+                if memory.peak_bytes is not None:
+                    peak.add_metric([d.name], memory.peak_bytes)
+            budget.add_metric([d.name], self.service.budget.limits[d.name])
+            for kind, size in self.service.budget.used(d.name).items():
+                counted.add_metric([d.name, kind], size)
+        yield from (used, limit, peak, budget, counted)
 
 
 def _tier_families(prefix: str, what: str, tiers: list, fields: dict):

@@ -26,6 +26,11 @@ class Device(BaseModel):
     memory_used_bytes: int | None = Field(description="in use on the device; for a CPU device, this process's RSS")
     memory_limit_bytes: int | None = Field(description="the device's capacity; for a CPU device, the host's RAM")
     memory_source: str | None = Field(description="pjrt (the device allocator) or host (a CPU device)")
+    memory_peak_bytes: int | None = Field(description="the most in use at once, where PJRT reports it")
+    budget_bytes: int = Field(description="the device's budget for what the daemon keeps on it (max_device_bytes)")
+    budget_weights_bytes: int = Field(description="the loaded executables' weights, counted against the budget")
+    budget_resident_bytes: int = Field(description="the resident tensors, counted against the budget")
+    budget_state_bytes: int = Field(description="the variable states, counted against the budget")
     compiles_in_flight: int
     executions_in_flight: int
     busy: bool = Field(description="a compile or an execution is running on the device")

@@ -15,6 +15,7 @@ from xlacs_server import errors as xlacs_errors
 from xlacs_server import metrics, version
 from xlacs_server.dashboard import models
 from xlacs_server.dashboard.sampler import Sampler, hit_rates, rate
+from xlacs_server.execute.device_budget import RESIDENT, STATES, WEIGHTS
 from xlacs_server.lower import registry
 from xlacs_server.lower.coverage import SEED_OPS
 from xlacs_server.models.statistics import COMPUTE
@@ -43,7 +44,7 @@ CacheKey = Annotated[str, Path(description="an executable's cache key (an execut
 def overview(dash: Dash) -> models.Overview:
     service, history, latest = dash.service, dash.sampler.history(), dash.sampler.now()
     return models.Overview(
-        devices=[_device(d) for d in service.devices.all],
+        devices=[_device(d, service.budget) for d in service.devices.all],
         versions=models.Versions(xlacs=version.VERSION, jax=jax.__version__, jaxlib=jaxlib.__version__,
                                  python=platform.python_version(),
                                  pjrt={d.platform: d.device.client.platform_version for d in service.devices.all}),
@@ -54,13 +55,17 @@ def overview(dash: Dash) -> models.Overview:
                                                       for field in ("requests", "errors", "compiles", "executes")}))
 
 
-def _device(d) -> models.Device:
+def _device(d, budget) -> models.Device:
     memory = metrics.device_memory(d)
     compiles, executions = metrics.in_flight(d.name, "compile"), metrics.in_flight(d.name, "execute")
+    counted = budget.used(d.name)
     return models.Device(name=d.name, platform=d.platform, kind=d.kind,
                          memory_used_bytes=memory.in_use_bytes if memory else None,
                          memory_limit_bytes=memory.limit_bytes if memory else None,
                          memory_source=memory.source if memory else None,
+                         memory_peak_bytes=memory.peak_bytes if memory else None, budget_bytes=budget.limits[d.name],
+                         budget_weights_bytes=counted[WEIGHTS], budget_resident_bytes=counted[RESIDENT],
+                         budget_state_bytes=counted[STATES],
                          compiles_in_flight=compiles, executions_in_flight=executions, busy=compiles + executions > 0)
 
 
