@@ -80,6 +80,10 @@ LIMITS = [
                         "DeleteState frees them (`docs/training.md`)", "RESOURCE_EXHAUSTED for a CreateState; nothing "
                                                                       "is copied"),
     ("max_states", "variable states, whatever their size", "RESOURCE_EXHAUSTED for a CreateState"),
+    ("max_device_bytes", "per device: its weights, resident tensors and variable states together (Device memory, "
+                         "below); a bind drops the device's least recently used ids first", "RESOURCE_EXHAUSTED "
+                         "naming the device and its bytes in use: a bind that would not fit without the resident "
+                         "tensors and states (nothing is evicted), an Execute that keeps outputs, a CreateState"),
 ]
 
 
@@ -273,6 +277,8 @@ def limits_table() -> str:
 def _human(name: str, value) -> str:
     if name.endswith("_bytes") and value >= 1 << 20:
         return f"{value} ({value / (1 << 20):g} MiB)"
+    if name == "max_device_bytes" and not value:
+        return "0: derived per device"
     if name == "max_tensor_elements":
         return f"{value} (2^{value.bit_length() - 1})" if value & (value - 1) == 0 else str(value)
     return str(value)
