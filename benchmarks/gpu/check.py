@@ -11,6 +11,8 @@ Sections, in order (a section that would not finish in the time left is skipped,
 - torch: PyTorch eager on torchvision's MobileNetV2 and ResNet50 (torch_peer.py, its own process);
 - batching: MobileNetV2 from a model repository, 16 concurrent clients (the Open Inference Protocol over gRPC),
   with and without dynamic_batching;
+- device_memory: a daemon with a device budget under ResNet50's weights refuses it, naming the setting, and its
+  dashboard shows the device's memory;
 - options: XLA:GPU options (autotuning level, command buffers, the quick options of tiered compilation), compile
   time and run time of each;
 - torch_compile: torch.compile of the same models, while time is left.
@@ -32,6 +34,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
+import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks.gpu import load  # noqa: E402
@@ -239,6 +242,33 @@ class Run:
         figures["daemon_exit"] = figures_exit
         return figures
 
+    def device_memory(self) -> dict:
+        """A daemon with a device budget under ResNet50's weights refuses its compile with RESOURCE_EXHAUSTED naming
+        max_device_bytes, serves MobileNetV2 within it, and its dashboard shows the device's budget and use."""
+        import httpx
+
+        resnet, mobilenet = self.graphs["ResNet50"], self.graphs["MobileNetV2"]
+        budget = 64 << 20  # ResNet50's weights are 98 MB, MobileNetV2's 14 MB
+        daemon = self.serve({"XLACS_MAX_DEVICE_BYTES": str(budget)})
+        try:
+            with daemon.client() as client:
+                try:
+                    client.compile(resnet.graph_def(self.folder), resnet.feeds_at(1), resnet.fetches,
+                                   device=self.device, wait_optimized=True)
+                    refused = "compiled: not refused"
+                except grpc.RpcError as e:  # the refusal is the result
+                    refused = f"{e.code().name}: {e.details()}"[:600]
+                executable = client.compile(mobilenet.graph_def(self.folder), mobilenet.feeds_at(1),
+                                            mobilenet.fetches, device=self.device, wait_optimized=True)
+                error = relative_error(executable(*mobilenet.inputs(1)), mobilenet.expected(self.folder))
+            overview = httpx.get(f"http://127.0.0.1:{daemon.http_port}/api/overview", timeout=30).json()
+        finally:
+            exit_code = daemon.stop()
+        return {"budget": budget, "resnet50_refused": refused,
+                "refused_names_setting": "RESOURCE_EXHAUSTED" in refused and "max_device_bytes" in refused,
+                "mobilenet_v2_error": error, "mobilenet_v2_matches": error <= TOLERANCE,
+                "devices": overview.get("devices"), "daemon_exit": exit_code}
+
     def options(self, seconds: float = 0.6) -> dict:
         import jax
         gpu = jax.devices(self.platform)[0]
@@ -299,7 +329,7 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/xlacs-gpu-check", help="the daemons' logs and cache, the graphs' files")
     parser.add_argument("--platform", default="gpu", choices=("gpu", "cpu"))
     parser.add_argument("--budget-s", type=float, default=450)
-    parser.add_argument("--sections", default="graphs,speed,torch,batching,options,torch_compile")
+    parser.add_argument("--sections", default="graphs,speed,batching,options,device_memory,torch,torch_compile")
     parser.add_argument("--graphs", default="", help="only these graphs (the CPU smoke test's small ones)")
     args = parser.parse_args()
     out = pathlib.Path(args.out)
@@ -319,6 +349,8 @@ def main() -> None:
         run.section("batching", run.batching, 60)
     if "options" in wanted:
         run.section("options", run.options, 50)
+    if "device_memory" in wanted:
+        run.section("device_memory", run.device_memory, 40)
     if "torch" in wanted:
         run.section("torch", lambda: run.torch("eager,eager_tuned", 90), 40)
     if "torch_compile" in wanted:
