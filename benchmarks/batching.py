@@ -17,13 +17,13 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import tempfile  # noqa: E402
-import textwrap  # noqa: E402
 import time  # noqa: E402
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks.processes import ServeProcess  # noqa: E402
+from benchmarks.repositories import write_batching_pair  # noqa: E402
 from tests.inference import tritonclient  # noqa: E402
 from tests.models.keras_models import frozen_keras  # noqa: E402
 
@@ -89,18 +89,7 @@ def write_repository(repo: pathlib.Path) -> str:
     """The two models (one graph, one config without and one with dynamic_batching); the input's name."""
     frozen, _ = frozen_keras("MobileNetV2", (None, 224, 224, 3))
     (feed,), (fetch,) = list(frozen.feeds), frozen.fetches
-    for name, batching in ((PLAIN, ""), (BATCHED, f"dynamic_batching {{ max_queue_delay_microseconds: "
-                                                  f"{QUEUE_DELAY_US} }}")):
-        (repo / name / "1").mkdir(parents=True)
-        (repo / name / "1" / "model.graphdef").write_bytes(frozen.graph_def)
-        (repo / name / "config.pbtxt").write_text(textwrap.dedent(f"""
-            platform: "tensorflow_graphdef"
-            max_batch_size: {MAX_BATCH_SIZE}
-            input [{{ name: "{feed.split(':')[0]}" data_type: TYPE_FP32 dims: [224, 224, 3] }}]
-            output [{{ name: "{fetch.split(':')[0]}" data_type: TYPE_FP32 dims: [1000] }}]
-            {batching}
-            """))
-    return feed.split(":")[0]
+    return write_batching_pair(repo, frozen.graph_def, feed, fetch, (PLAIN, BATCHED), MAX_BATCH_SIZE, QUEUE_DELAY_US)
 
 
 def wait_ready(http_address: str) -> None:

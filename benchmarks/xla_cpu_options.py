@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from benchmarks import models
-from benchmarks.peers import TF_GRAPH, Call
+from benchmarks.peers import TF_GRAPH, Call, largest_error
 from benchmarks.peers.files import GraphFiles, write_graph_files
 from benchmarks.peers.remote import PeerProcess
 from benchmarks.peers.xlacs_program import build_with
@@ -33,11 +33,6 @@ from xlacs_server.config import Settings
 def option_set(spec: str) -> tuple[str, tuple[str, ...]]:
     name, _, items = spec.partition("=")
     return name, tuple(item for item in items.split(";") if item)
-
-
-def largest_error(outputs, reference) -> float:
-    """Largest absolute difference relative to the reference output's scale."""
-    return max(float(np.abs(np.asarray(a) - b).max() / np.abs(b).max()) for a, b in zip(outputs, reference))
 
 
 def measure(model: models.Model, directory: pathlib.Path, tf: PeerProcess,

@@ -26,6 +26,7 @@ import os
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import platform as host  # noqa: E402
@@ -39,10 +40,12 @@ import numpy as np  # noqa: E402
 
 from benchmarks.gpu import load  # noqa: E402
 from benchmarks.gpu.manifest import GraphEntry, Manifest, saved_model_input  # noqa: E402
+from benchmarks.peers import largest_error  # noqa: E402
 from benchmarks.peers.files import write_graph_files  # noqa: E402
 from benchmarks.peers.xlacs_program import build_with  # noqa: E402
 from benchmarks.processes import ServeProcess  # noqa: E402
-from benchmarks.timing import calls_for  # noqa: E402
+from benchmarks.repositories import write_batching_pair  # noqa: E402
+from benchmarks import timing  # noqa: E402
 from xlacs import SharedMemory  # noqa: E402
 from xlacs_server.compile.compiler import quick_options  # noqa: E402
 from xlacs_server.config import Settings  # noqa: E402
@@ -56,11 +59,6 @@ CLIENTS, MAX_BATCH, QUEUE_DELAY_US = 16, 16, 2000
 OPTION_SETS = {"default": (), "autotune_level_0": ("xla_gpu_autotune_level=0",),
                "no_command_buffers": ("xla_gpu_enable_command_buffer=",),
                "quick": tuple(f"{k}={str(v).lower()}" for k, v in quick_options({}).items())}
-
-
-def relative_error(outputs, expected) -> float:
-    return max(float(np.abs(np.asarray(a, np.float64) - b).max() / max(np.abs(b).max(), 1e-30))
-               for a, b in zip(outputs, expected, strict=True))
 
 
 class Run:
@@ -77,6 +75,11 @@ class Run:
         self.report: dict = {"platform": platform, "budget_s": budget_s, "tolerance": TOLERANCE}
         self.executables: dict[tuple[str, int], object] = {}
         self.client = None  # the graphs section's, to the daemon that compiled `executables`
+
+    @functools.cache
+    def graph_def(self, name: str) -> bytes:
+        """The graph `name` with its weights filled in, once per run (ResNet50's are 98 MB of SHAKE-256)."""
+        return self.graphs[name].graph_def(self.folder)
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -121,7 +124,7 @@ class Run:
         rows = {}
         client = self.client = daemon.client()
         for entry in self.manifest.graphs:
-            graph_def = entry.graph_def(self.folder)
+            graph_def = self.graph_def(entry.name)
             for batch in entry.batches:
                 rows[f"{entry.name}/b{batch}"] = row_or_error(lambda: self.compile_and_check(client, entry, graph_def,
                                                                                              batch))
@@ -137,7 +140,7 @@ class Run:
                "stage_ms": {k: round(v, 1) for k, v in executable.stage_ms.items()}}
         self.executables[entry.name, batch] = executable
         if batch == entry.batches[0]:
-            row["error"] = relative_error(executable(*entry.inputs(batch)), entry.expected(self.folder))
+            row["error"] = largest_error(executable(*entry.inputs(batch)), entry.expected(self.folder))
             row["matches"] = row["error"] <= TOLERANCE
         return row
 
@@ -150,7 +153,7 @@ class Run:
                 (name,) = executable.inputs
                 outputs = executable(**{name: saved_model_input(batch)})
                 expected = [saved[f"{batch}/{output}"] for output in outputs]
-                error = relative_error(list(outputs.values()), expected)
+                error = largest_error(list(outputs.values()), expected)
                 row["batches"][str(batch)] = {"error": error, "matches": error <= TOLERANCE}
         return row
 
@@ -169,7 +172,7 @@ class Run:
 
     def speed_of(self, entry: GraphEntry, batch: int, gpu, seconds: float, rounds: int) -> dict:
         inputs = entry.inputs(batch)
-        files = write_graph_files(self.work / "graphs" / f"{entry.name}-b{batch}", entry.graph_def(self.folder),
+        files = write_graph_files(self.work / "graphs" / f"{entry.name}-b{batch}", self.graph_def(entry.name),
                                   entry.feeds_at(batch), entry.fetches, inputs)
         start = time.perf_counter()
         floor = build_with(files, Settings(cache_dir="", devices=(self.device,)))
@@ -182,7 +185,8 @@ class Run:
             shared = [region.put(a) for a in inputs]
             calls = {"daemon": lambda: executable(*inputs), "daemon_shared_memory": lambda: executable(*shared),
                      "in_process": lambda: floor(*inputs), "in_process_device_inputs": lambda: floor(*on_device)}
-            row = interleaved(calls, seconds, rounds)
+            row = {f"{name}_p50_ms": samples.p50 for name, samples in
+                   timing.interleaved(calls, seconds * rounds, rounds, min_calls=3 * rounds).items()}
         row["daemon_vs_in_process"] = row["daemon_p50_ms"] / row["in_process_p50_ms"]
         row["shared_memory_vs_in_process"] = row["daemon_shared_memory_p50_ms"] / row["in_process_p50_ms"]
         row["in_process_compile_ms"] = floor_compile_ms
@@ -205,17 +209,9 @@ class Run:
     def batching(self, seconds: float = 6.0, rounds: int = 2) -> dict:
         entry = self.graphs["MobileNetV2"]
         repository = self.work / "models"
-        (input_name,) = [name.split(":")[0] for name in entry.feeds]
-        (output_name,) = [name.split(":")[0] for name in entry.fetches]
-        graph_def = entry.graph_def(self.folder)
-        for model, batching in (("plain", ""), ("batched", f"dynamic_batching {{ max_queue_delay_microseconds: "
-                                                           f"{QUEUE_DELAY_US} }}")):
-            (repository / model / "1").mkdir(parents=True, exist_ok=True)
-            (repository / model / "1" / "model.graphdef").write_bytes(graph_def)
-            (repository / model / "config.pbtxt").write_text(
-                f'platform: "tensorflow_graphdef"\nmax_batch_size: {MAX_BATCH}\n'
-                f'input [{{ name: "{input_name}" data_type: TYPE_FP32 dims: [224, 224, 3] }}]\n'
-                f'output [{{ name: "{output_name}" data_type: TYPE_FP32 dims: [1000] }}]\n{batching}\n')
+        (feed,), (fetch,) = list(entry.feeds), entry.fetches
+        input_name = write_batching_pair(repository, self.graph_def(entry.name), feed, fetch, ("plain", "batched"),
+                                         MAX_BATCH, QUEUE_DELAY_US)
         start = time.perf_counter()
         daemon = self.serve({"XLACS_MODEL_REPOSITORY": str(repository)})
         runs = {"plain": [], "batched": []}
@@ -253,14 +249,14 @@ class Run:
         try:
             with daemon.client() as client:
                 try:
-                    client.compile(resnet.graph_def(self.folder), resnet.feeds_at(1), resnet.fetches,
+                    client.compile(self.graph_def(resnet.name), resnet.feeds_at(1), resnet.fetches,
                                    device=self.device, wait_optimized=True)
                     refused = "compiled: not refused"
                 except grpc.RpcError as e:  # the refusal is the result
                     refused = f"{e.code().name}: {e.details()}"[:600]
-                executable = client.compile(mobilenet.graph_def(self.folder), mobilenet.feeds_at(1),
+                executable = client.compile(self.graph_def(mobilenet.name), mobilenet.feeds_at(1),
                                             mobilenet.fetches, device=self.device, wait_optimized=True)
-                error = relative_error(executable(*mobilenet.inputs(1)), mobilenet.expected(self.folder))
+                error = largest_error(executable(*mobilenet.inputs(1)), mobilenet.expected(self.folder))
             overview = httpx.get(f"http://127.0.0.1:{daemon.http_port}/api/overview", timeout=30).json()
         finally:
             exit_code = daemon.stop()
@@ -276,7 +272,7 @@ class Run:
         rows = {}
         for batch in entry.batches:
             inputs = entry.inputs(batch)
-            files = write_graph_files(self.work / "graphs" / f"options-b{batch}", entry.graph_def(self.folder),
+            files = write_graph_files(self.work / "graphs" / f"options-b{batch}", self.graph_def(entry.name),
                                       entry.feeds_at(batch), entry.fetches, inputs)
             on_device = [jax_put(a, gpu) for a in inputs]
             reference = None
@@ -290,23 +286,12 @@ class Run:
                     row = {"compile_ms": (time.perf_counter() - start) * 1e3}
                     outputs = call(*on_device)
                     reference = outputs if reference is None else reference
-                    row["difference"] = relative_error(outputs, reference)
-                    row["p50_ms"] = float(np.median(calls_for(lambda: call(*on_device), seconds, 5)))
+                    row["difference"] = largest_error(outputs, reference)
+                    row["p50_ms"] = float(np.median(timing.calls_for(lambda: call(*on_device), seconds, 5)))
                 except Exception as e:  # noqa: BLE001 - an option XLA refuses is a row that says why
                     row = {"error": f"{type(e).__name__}: {e}"[:800]}
                 rows[f"b{batch}/{name}"] = row
         return rows
-
-
-def interleaved(calls: dict, seconds: float, rounds: int) -> dict:
-    """p50 (ms) of each call, warmed first, timed in `rounds` turns of `seconds` each, in turn."""
-    samples = {name: [] for name in calls}
-    for call in calls.values():
-        call()
-    for _ in range(rounds):
-        for name, call in calls.items():
-            samples[name] += calls_for(call, seconds, 3)
-    return {f"{name}_p50_ms": float(np.median(ms)) for name, ms in samples.items()}
 
 
 def row_or_error(fn) -> dict:
@@ -344,6 +329,8 @@ def main() -> None:
             if "speed" in wanted:
                 run.section("speed", run.speed, 60)
         finally:
+            if run.client is not None:
+                run.client.close()
             run.report["daemon_exit"] = daemon.stop()
     if "batching" in wanted:
         run.section("batching", run.batching, 60)

@@ -20,16 +20,9 @@ import numpy as np
 import torch
 import torchvision
 
+from benchmarks.timing import calls_for
+
 SIZE = 224
-
-
-def timed_calls(fn, seconds: float, min_calls: int = 5) -> list[float]:
-    ms, deadline = [], time.perf_counter() + seconds
-    while len(ms) < min_calls or time.perf_counter() < deadline:
-        start = time.perf_counter()
-        fn()
-        ms.append((time.perf_counter() - start) * 1e3)
-    return ms
 
 
 def measure(model, batch: int, seconds: float, channels_last: bool) -> dict:
@@ -50,8 +43,8 @@ def measure(model, batch: int, seconds: float, channels_last: bool) -> dict:
     first_ms = (time.perf_counter() - start) * 1e3
     for _ in range(3):
         host_to_host()
-    return {"first_call_ms": first_ms, "host_p50_ms": float(np.median(timed_calls(host_to_host, seconds))),
-            "device_p50_ms": float(np.median(timed_calls(on_device, seconds)))}
+    return {"first_call_ms": first_ms, "host_p50_ms": float(np.median(calls_for(host_to_host, seconds, 5))),
+            "device_p50_ms": float(np.median(calls_for(on_device, seconds, 5)))}
 
 
 def main() -> None:

@@ -11,6 +11,13 @@ import numpy as np
 # numpy arrays in feed order -> numpy arrays in fetch order.
 Call = Callable[..., list[np.ndarray]]
 
+
+def largest_error(outputs, reference) -> float:
+    """The largest absolute difference of any output from its reference, relative to the reference's scale."""
+    return max(float(np.abs(np.asarray(a, np.float64) - b).max() / max(np.abs(b).max(), 1e-30))
+               for a, b in zip(outputs, reference, strict=True))
+
+
 XLACS = "xlacs"  # not a peer process: the benchmark calls the daemon over loopback gRPC
 # Not a peer process either: the executable the daemon compiled, downloaded into the benchmark's process and run
 # there (Executable.local, issue 17), on the small models.
