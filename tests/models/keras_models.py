@@ -40,12 +40,20 @@ def keras_application(name: str, input_shape: tuple, seed: int = 0) -> tf.keras.
 
 
 @functools.lru_cache(maxsize=None)
+def keras_function(name: str, input_shape: tuple, seed: int = 0) -> tf.types.experimental.GenericFunction:
+    """The application's inference as a tf.function: one per process, so that freezing it again (with the other
+    lower_control_flow) reuses its trace."""
+    model = keras_application(name, input_shape, seed)
+    return tf.function(lambda x: model(x, training=False))
+
+
+@functools.lru_cache(maxsize=None)
 def frozen_keras(name: str, input_shape: tuple, seed: int = 0, lower_control_flow: bool = True):
     """(FrozenGraph, keras model) for a Keras application, frozen with convert_variables_to_constants_v2, once per
     process (callers only read it: its GraphDef is bytes)."""
-    model = keras_application(name, input_shape, seed)
-    fn = tf.function(lambda x: model(x, training=False))
-    return freeze(fn, tf.TensorSpec(input_shape, tf.float32), lower_control_flow=lower_control_flow), model
+    fn = keras_function(name, input_shape, seed)
+    return (freeze(fn, tf.TensorSpec(input_shape, tf.float32), lower_control_flow=lower_control_flow),
+            keras_application(name, input_shape, seed))
 
 
 @functools.lru_cache(maxsize=None)

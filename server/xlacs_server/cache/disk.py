@@ -25,6 +25,9 @@ from xlacs_server.config import Settings
 log = logging.getLogger(__name__)
 
 SUFFIX = ".xce"
+# A put scans the directory (to evict) only when the bytes it knows of pass the bound, or when its last scan is older
+# than this: other processes that share the directory write to it too, and their entries count from the next scan.
+RESCAN_S = 30.0
 
 
 def open_tier(settings: Settings) -> PersistentTier | None:
@@ -57,6 +60,9 @@ class DiskStore:
         self.max_entry_bytes = max_entry_bytes
         self.stats = TierStats(self.tier)
         self._lock = threading.Lock()
+        self._sizes: dict[str, int] = {}  # entry bytes by key, as of the last scan and this process's writes since
+        self._bytes = 0
+        self._scanned = 0.0
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         check_not_loose(directory, "the cache directory", directory.stat())
         self._evict()
@@ -96,7 +102,7 @@ class DiskStore:
                 raise RejectedEntry("too_big", f"{path} has {st.st_size} bytes, over "
                                                f"cache_max_entry_bytes={self.max_entry_bytes}")
             if self.ttl_s and time.time() - st.st_mtime > self.ttl_s:
-                path.unlink(missing_ok=True)
+                self.delete(key)
                 return None
             with os.fdopen(fd, "rb", closefd=False) as f:
                 blob = f.read(st.st_size)
@@ -122,7 +128,27 @@ class DiskStore:
             tmp.unlink(missing_ok=True)
             self._failed("write", key, e)
             return
-        self._evict()
+        with self._lock:
+            self._count(key, len(blob))
+            due = self._bytes > self.max_bytes or time.monotonic() - self._scanned > RESCAN_S
+        if due:
+            self._evict()
+
+    def delete(self, key: str) -> None:
+        """Removes the entry, or whatever stands at its path."""
+        try:
+            _remove(self._path(key))
+        except OSError as e:
+            self._failed("delete", key, e)
+        with self._lock:
+            self._count(key, None)
+
+    def _count(self, key: str, size: int | None) -> None:
+        """Counts the key's entry as `size` bytes (None: gone); called with the lock held."""
+        self._bytes += (size or 0) - self._sizes.pop(key, 0)
+        if size is not None:
+            self._sizes[key] = size
+        self.stats.entries, self.stats.bytes = len(self._sizes), self._bytes
 
     @contextlib.contextmanager
     def lease(self, key: str, checkpoint: Callable[[str], None]):
@@ -133,7 +159,8 @@ class DiskStore:
         """Nothing to release: a directory has no leases."""
 
     def _evict(self) -> None:
-        """Deletes the least recently used entries beyond max_bytes; refreshes the entry and byte counts."""
+        """Scans the directory and deletes the least recently used entries beyond max_bytes; the counts restart from
+        what the scan found."""
         with self._lock:
             try:
                 files = []
@@ -151,6 +178,8 @@ class DiskStore:
                 path.unlink(missing_ok=True)
                 total -= size
                 self.stats.add(evictions=1)
+            self._sizes = {path.name[:-len(SUFFIX)]: size for _, size, path in files}
+            self._bytes, self._scanned = total, time.monotonic()
             self.stats.entries, self.stats.bytes = len(files), total
 
     def _failed(self, what: str, key: str, error: OSError) -> None:
@@ -177,10 +206,7 @@ class DiskBlobs:
         self.store.put(name, data)
 
     def delete(self, name: str, size: int | None) -> None:
-        try:
-            _remove(self.store._path(name))
-        except OSError as e:
-            self.store._failed("delete", name, e)
+        self.store.delete(name)
 
 
 def _remove(path: pathlib.Path) -> None:
