@@ -12,6 +12,7 @@ from tests.model_repository import ModelServer, graphdef_model
 
 DELAY_S = 600  # longer than any test: a batch leaves because it is full, never because the delay passed
 WAIT_S = 120
+QUEUED_TIMEOUT_S = 12  # long enough for the refused request's client process to start and be answered meanwhile
 
 CONCURRENT = """
 import threading
@@ -75,7 +76,7 @@ def test_a_request_past_max_queue_size_is_429_naming_the_setting_and_the_queued_
         CONCURRENT.replace("client.infer(args[\"model\"], [given])",
                            "client.infer(args[\"model\"], [given], timeout=args[\"timeout_us\"])"),
         tmp_path / "queued", arrays, url=server.http_address, model="bounded", batches=[1, 1], wait_s=WAIT_S,
-        timeout_us=30 * 10**6)[1]))
+        timeout_us=QUEUED_TIMEOUT_S * 10**6)[1]))
     queued.start()
     event = threading.Event()
     for _ in range(WAIT_S * 10):
