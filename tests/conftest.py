@@ -20,11 +20,20 @@ from xlacs_server.rpc.server import create_server  # noqa: E402
 from xlacs_server.daemon import Daemon  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """tests/stack first: under pytest-xdist its worker spends most of those minutes waiting on containers while
+    the others keep the cores busy, instead of leaving them idle at the end."""
+    items.sort(key=lambda item: not item.nodeid.startswith("tests/stack/"))  # stable: the rest keep their order
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """Under pytest-xdist (scripts/test runs two workers), a module's tests run on one worker, so that its module
-    fixtures (daemons, graphs, TensorFlow's expected outputs) are made once; tests/stack's all run on one worker,
-    because they share one compose project."""
+    """Under pytest-xdist (scripts/test runs three workers), a module's tests run on one worker, so that its
+    module fixtures (daemons, graphs, TensorFlow's expected outputs) are made once; tests/stack's all run on one
+    worker, because they share one compose project. Modules go out in the collection's order, not xdist's
+    (most tests first)."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
