@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from benchmarks.peers import IN_PROCESS, IN_PROCESS_EMBEDDED, RUNTIMES, TF2JAX, TF_GRAPH, TF_XLA, XLACS, XLACS_LOCAL
+from benchmarks.load import GOAL_CLIENTS, GOAL_MODEL
 from benchmarks.models import MB
 from benchmarks.shared_memory import SHARED as SHM, WIRE as SHM_WIRE
 from benchmarks.transport import RAW, TINY_HEALTH, TINY_JAX, TINY_XLACS, handler_ratios
@@ -185,7 +186,22 @@ def evaluate(results: dict) -> list[Goal]:
         _shared_memory_goal(results),
         *_digest_goals(results),
         _batching_goal(results),
+        _load_goal(results),
     ]
+
+
+def _load_goal(results: dict) -> Goal:
+    """Issue 35: ResNet50's throughput through the daemon at 16 clients against the best engine in-process."""
+    goal = Goal("load", f"At {GOAL_CLIENTS} concurrent clients, {GOAL_MODEL} throughput through the daemon is at "
+                "least 0.9× the best in-process runtime's with the same concurrency", 0.9, "×",
+                higher_is_better=True)
+    row = results.get("load", {}).get("models", {}).get(GOAL_MODEL, {}).get("by_clients", {}).get(str(GOAL_CLIENTS))
+    if row and row["best_peer"]:
+        runners = row["runners"]
+        goal.subject, goal.value = GOAL_MODEL, row["xlacs_over_best"]
+        goal.measured = (f"{runners[XLACS]['requests_per_s']:.1f} against {row['best_peer']}'s "
+                         f"{runners[row['best_peer']]['requests_per_s']:.1f} requests/s")
+    return goal
 
 
 def _batching_goal(results: dict) -> Goal:
@@ -439,6 +455,20 @@ def _why_batching(results: dict, goal: Goal) -> str:
             "leaves the device idle (a GPU).")
 
 
+def _why_load(results: dict, goal: Goal) -> str:
+    by_clients = results["load"]["models"][GOAL_MODEL]["by_clients"]
+    ratios = ", ".join(f"{n}: {row['xlacs_over_best']:.2f}× ({row['best_peer']})" for n, row in by_clients.items()
+                       if row["best_peer"])
+    execute = results.get("execute", {}).get(GOAL_MODEL)
+    single = ""
+    if execute:
+        best = fastest(results, GOAL_MODEL, (TF_GRAPH, *RUNTIMES, IN_PROCESS))
+        if best:
+            single = (f" A single call's p50 through xlacs is {_p50(results, GOAL_MODEL, XLACS) / best[1]:.2f}× "
+                      f"{best[0]}'s (execute latency above).")
+    return f"xlacs' throughput over the best in-process engine's, by clients: {ratios}.{single}"
+
+
 WHY = {**dict.fromkeys(("tf_graph", "transformers_tf_graph"), lambda r, g: _why_execute(r, g, TF_GRAPH)),
        **dict.fromkeys(("runtimes", "transformers_runtimes"),
                        lambda r, g: _why_execute(r, g, fastest(r, g.subject, RUNTIMES)[0])),
@@ -446,6 +476,7 @@ WHY = {**dict.fromkeys(("tf_graph", "transformers_tf_graph"), lambda r, g: _why_
        "l2": _why_l2, "overhead": _why_overhead, "tiny": _why_tiny, "tiny_floor": _why_tiny,
        "transfer_raw": _why_transfer_raw, "client_memory": _why_client_memory, "local": _why_local,
        "shared_memory": _why_shared_memory, "transfer": _why_transfer, "batching": _why_batching,
+       "load": _why_load,
        **dict.fromkeys(("digest_new_client", "digest_same_client", "digest_replica", "digest_replica_sent",
                         "digest_checkpoint"), _why_digest)}
 

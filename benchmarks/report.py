@@ -2,7 +2,7 @@
 measurement, what limits each missed goal (from the run's own profiles), and the machine."""
 from __future__ import annotations
 
-from benchmarks import goals
+from benchmarks import goals, load
 from benchmarks.peers import (BUILDERS, IN_PROCESS, IN_PROCESS_EMBEDDED, ONLY_FOR, PEERS, RUNTIMES, TF_GRAPH, TF_XLA,
                               XLACS)
 from benchmarks.machine import as_markdown
@@ -245,6 +245,29 @@ def _throughput(results: dict) -> list[str]:
             *_table(["clients", "requests/s", "p50 ms", "p99 ms", "calls of the slowest client"], rows)]
 
 
+def _load(results: dict) -> list[str]:
+    if not results.get("load"):
+        return []
+    runners = [XLACS, *load.PEERS]
+    rows, errors = [], []
+    for model, r in results["load"]["models"].items():
+        for n, row in r["by_clients"].items():
+            cells = [f"{row['runners'][p]['requests_per_s']:.1f} / {_ms(row['runners'][p]['p99_ms'])}"
+                     if p in row["runners"] else "failed" for p in runners]
+            rows.append([model, n, *cells, f"{row['xlacs_over_best']:.2f}× ({row['best_peer']})"
+                         if row["best_peer"] else "—"])
+        errors += [f"- {model}, {peer}: {error}" for peer, error in r["errors"].items()]
+    return ["## Throughput under load (issue 35)", "",
+            "N clients at once, each calling back to back: for xlacs, N clients of the daemon, each on its own "
+            "channel and thread in the benchmark's process; for every other engine, N threads of the peer's own "
+            "process sharing one engine (OpenVINO: an infer request per thread), as an application serving these "
+            f"requests in process would. {results['load']['seconds']:g} s per runner and concurrency, in two "
+            f"turns taken in reversed order, from {results['load']['started']}. Requests per second / p99 ms; the last column is xlacs' throughput "
+            "over the best other engine's.", "",
+            *_table(["Model", "clients", *runners, "xlacs / best"], rows, align_first=2),
+            *([*errors, ""] if errors else [])]
+
+
 def _training(results: dict) -> list[str]:
     t = results.get("training")
     if t is None:
@@ -386,7 +409,7 @@ def render(results: dict) -> str:
              *_language_models(results), *_goals(results), *goals.analysis(results), *_compile(results),
              *_compile_by_digest(results),
              *_execute(results), *_tiny(results),
-             *_transfer(results), *_throughput(results), *_training(results), *_batching(results),
+             *_transfer(results), *_throughput(results), *_load(results), *_training(results), *_batching(results),
              *_tfserving(results), *_scaling(results),
              *_profiles(results)]
     return "\n".join(lines).rstrip() + "\n"

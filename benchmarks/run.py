@@ -8,6 +8,7 @@ Writes docs/benchmarks.md and docs/benchmarks.json.
     .venv/bin/python -m benchmarks.run [--quick] --only training    # the training step beside TF graph and TF XLA
     .venv/bin/python -m benchmarks.run [--quick] --only batching    # MobileNetV2 served with and without batching
     .venv/bin/python -m benchmarks.run [--quick] --only tfserving    # TF Serving's Predict beside ModelInfer
+    .venv/bin/python -m benchmarks.run [--quick] --only load    # ResNet50 and BertEncoder under 1, 4 and 16 clients
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ import pathlib  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from benchmarks import (batching, compile_by_digest, compile_latency, execute_latency, machine, models,  # noqa: E402
-                        profiles, report, scaling, shared_memory, tfserving, throughput, training, transport)
+from benchmarks import (batching, compile_by_digest, compile_latency, execute_latency, load, machine,  # noqa: E402
+                        models, profiles, report, scaling, shared_memory, tfserving, throughput, training, transport)
 from benchmarks.peers import IN_PROCESS  # noqa: E402
 from benchmarks.peers.remote import PeerProcesses  # noqa: E402
 from benchmarks.processes import RedisServer, ServeProcess, redis_env  # noqa: E402
@@ -43,6 +44,7 @@ class Budget:
     transfer_s: float  # per size and direction
     concurrencies: tuple[int, ...]
     throughput_s: float  # per concurrency
+    load_s: float  # per model, concurrency and runner (two turns each)
     chain_layers: tuple[int, ...]
     weight_mb: tuple[int, ...]
     profile_s: float
@@ -53,10 +55,10 @@ class Budget:
 
 MODES = {
     "quick": Budget(compile_rounds=1, l1_repeats=3, execute_s=1.5, tiny_s=2, transfer_mb=(1, 64), transfer_s=1,
-                    concurrencies=(1, 4, 16, 64), throughput_s=2, chain_layers=(10, 100, 400),
+                    concurrencies=(1, 4, 16, 64), throughput_s=2, load_s=4, chain_layers=(10, 100, 400),
                     weight_mb=(1, 16, 64), profile_s=2, training_s=2, batching_s=4, tfserving_requests=300),
     "full": Budget(compile_rounds=3, l1_repeats=10, execute_s=6, tiny_s=10, transfer_mb=(1, 64, 512),
-                   transfer_s=5, concurrencies=(1, 4, 16, 64), throughput_s=8, chain_layers=(10, 100, 400, 1000),
+                   transfer_s=5, concurrencies=(1, 4, 16, 64), throughput_s=8, load_s=10, chain_layers=(10, 100, 400, 1000),
                    weight_mb=(1, 16, 64, 256), profile_s=4, training_s=6, batching_s=10, tfserving_requests=1000),
 }
 
@@ -145,6 +147,24 @@ def _training_section(results: dict, directory: pathlib.Path, budget: Budget) ->
         server.stop()
 
 
+def _load(server: ServeProcess, peers: PeerProcesses, by_name: dict, budget: Budget) -> dict:
+    """load.MODELS at load.CLIENTS through the daemon and in each peer's process."""
+    suite = [by_name.get(name) or models.BUILDERS[name]() for name in load.MODELS]
+    return load.measure(server.address, peers, suite, load.CLIENTS, budget.load_s)
+
+
+def _load_section(results: dict, directory: pathlib.Path, budget: Budget) -> None:
+    _step("starting the peers and freezing the models")
+    server = ServeProcess(directory)
+    try:
+        with PeerProcesses(directory, load.PEERS) as peers:
+            server.warm_up(models.tiny_add())
+            _step("throughput under load")
+            results["load"] = _load(server, peers, {}, budget)
+    finally:
+        server.stop()
+
+
 def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerProcesses, directory: pathlib.Path,
                         budget: Budget) -> None:
     """Every measurement from compile latency to the profiles, while the peer processes run (idle but for
@@ -168,6 +188,8 @@ def _measure_with_peers(results: dict, suite: list[models.Model], peers: PeerPro
                 _step("raw gRPC handlers that work")
                 with RawGrpc() as raw:
                     results["handler_floor"] = transport.handler_floor(raw, budget.tiny_s)
+                _step("throughput under load")
+                results["load"] = _load(server, peers, by_name, budget)
                 peers.stop()  # the peers' last use: what follows measures the daemon alone
                 _step("tensor transfer")
                 _transport(results, server, client, directory, budget)
@@ -229,6 +251,8 @@ def run_section(section: str, mode: str, out_dir: pathlib.Path) -> dict:
     elif section == "batching":
         _step("dynamic batching")
         results["batching"] = batching.measure(directory, MODES[mode].batching_s, rounds=2)
+    elif section == "load":
+        _load_section(results, directory, MODES[mode])
     elif section == "tfserving":
         _step("TF Serving's Predict beside ModelInfer")
         results["tfserving"] = tfserving.measure(directory, MODES[mode].tfserving_requests, rounds=2)
@@ -256,7 +280,7 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(models.BUILDERS),
                         help=f"comma-separated subset of {', '.join(models.BUILDERS)}")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "docs", help="where the .md and .json go")
-    parser.add_argument("--only", choices=["compile_by_digest", "transport", "training", "batching", "tfserving"],
+    parser.add_argument("--only", choices=["compile_by_digest", "transport", "training", "batching", "tfserving", "load"],
                         help="measure this section alone and update it in --out's files (the rest keep their figures)")
     args = parser.parse_args()
     if args.only:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import threading
 import time
 from typing import Callable, TypeVar
 
@@ -83,3 +84,31 @@ def interleaved(fns: dict[str, Callable[[], object]], seconds: float, rounds: in
                 min_calls: int = 5) -> dict[str, Samples]:
     """`interleaved_turns` of peers that are all called in this process."""
     return interleaved_turns({name: local(fn) for name, fn in fns.items()}, seconds, rounds, min_calls)
+
+
+def under_load(calls: list[Callable[[], object]], seconds: float) -> dict:
+    """Each of `calls` on a thread of its own, called back to back for `seconds` once all have started (a client
+    each, or the same engine shared by many): requests per second over all of them, and the latency percentiles
+    of all their calls. The calls in flight when the time is up finish and count."""
+    start = threading.Barrier(len(calls) + 1)
+    stop = threading.Event()
+    per_thread: list[list[float]] = [[] for _ in calls]
+
+    def run(call: Callable[[], object], ms: list[float]) -> None:
+        start.wait()
+        while not stop.is_set():
+            ms.append(timed(call))
+
+    threads = [threading.Thread(target=run, args=(call, ms)) for call, ms in zip(calls, per_thread)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    samples = Samples([ms for thread_ms in per_thread for ms in thread_ms])
+    return {**samples.summary(), "requests_per_s": len(samples.ms) / elapsed,
+            "slowest_client_requests": int(np.min([len(ms) for ms in per_thread]))}

@@ -99,6 +99,11 @@ class PeerProcess:
         return self._request(seconds + TURN_MARGIN_S, op="time", graph=str(graph.directory), seconds=seconds,
                              min_calls=min_calls)["ms"]
 
+    def load(self, graph: GraphFiles, concurrency: int, seconds: float) -> dict:
+        """`concurrency` threads of the peer's process share its engine, back to back, for `seconds`."""
+        return self._request(seconds + TURN_MARGIN_S, op="load", graph=str(graph.directory),
+                             concurrency=concurrency, seconds=seconds)
+
     def outputs(self, graph: GraphFiles) -> list[np.ndarray]:
         out = self.directory / "outputs" / _slug(self.peer) / graph.directory.name
         paths = self._request(TURN_MARGIN_S, op="outputs", graph=str(graph.directory), out=str(out))["outputs"]

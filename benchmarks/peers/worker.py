@@ -3,6 +3,8 @@
     {"op": "build", "graph": DIR}                        -> {"first_call_ms": ms}: builds anew, first result
     {"op": "time", "graph": DIR, "seconds": s, "min_calls": n} -> {"ms": [...]}: one turn of calls
     {"op": "outputs", "graph": DIR, "out": DIR2}         -> {"outputs": [paths]}: the results as .npy files
+    {"op": "load", "graph": DIR, "concurrency": n, "seconds": s} -> timing.under_load's summary: n threads
+                                                            sharing the built peer, back to back
 
 A graph is a directory of benchmarks/peers/files.py; every op answers {"error": text} instead when the peer
 cannot do it. The process ends when stdin closes.
@@ -22,7 +24,7 @@ import numpy as np
 
 from benchmarks.peers import BUILDERS, Call
 from benchmarks.peers.files import GraphFiles
-from benchmarks.timing import calls_for
+from benchmarks.timing import calls_for, under_load
 
 
 def _error_text(e: BaseException) -> str:
@@ -59,6 +61,11 @@ class Worker:
         call, inputs = self.built[graph]
         return {"ms": calls_for(lambda: call(*inputs), seconds, min_calls)}
 
+    def load(self, graph: str, concurrency: int, seconds: float) -> dict:
+        """The engine's throughput as an application that shares it between `concurrency` threads gets it."""
+        call, inputs = self.built[graph]
+        return under_load([lambda: call(*inputs)] * concurrency, seconds)
+
     def outputs(self, graph: str, out: str) -> dict:
         call, inputs = self.built[graph]
         directory = pathlib.Path(out)
@@ -70,7 +77,7 @@ class Worker:
         return {"outputs": paths}
 
     def answer(self, command: dict) -> dict:
-        ops = {"build": self.build, "time": self.time, "outputs": self.outputs}
+        ops = {"build": self.build, "time": self.time, "load": self.load, "outputs": self.outputs}
         op = command.pop("op")
         if op not in ops:
             return {"error": f"unknown op {op!r}; the ops are {', '.join(ops)}"}

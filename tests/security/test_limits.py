@@ -19,8 +19,8 @@ from xlacs_server.dashboard import create_app
 from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.graph.ir import FuncRef
 from xlacs_server.metrics import registry_for
-from xlacs_server.errors import LimitExceeded
-from xlacs_server.gates import Gates
+from xlacs_server.errors import Cancelled, LimitExceeded
+from xlacs_server.gates import SLOT_POLL_S, Gates, Slots
 
 FEEDS = {"x:0": ("float32", (2, 3))}
 
@@ -416,3 +416,62 @@ def _wait_for(condition, timeout_s: float = 30) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def _waiter(slots: Slots, name: str, order: list, checkpoint=lambda: None) -> threading.Thread:
+    def wait():
+        try:
+            slots.acquire(checkpoint)
+        except Cancelled:
+            order.append(f"{name} left")
+            return
+        order.append(name)
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(3 * SLOT_POLL_S)  # waits past a poll or two before the next one comes
+    return thread
+
+
+def test_slots_go_to_waiting_calls_first_come_first_served():
+    """Each waiter looks at its deadline every SLOT_POLL_S and keeps its place in line; a call that finds a slot
+    released while others wait does not take it before them."""
+    slots, order = Slots(1), []
+    slots.acquire(lambda: None)
+    waiters = [_waiter(slots, name, order) for name in "abcd"]
+    for _ in waiters:
+        slots.release()
+        time.sleep(2 * SLOT_POLL_S)
+    for thread in waiters:
+        thread.join(10)
+    assert order == list("abcd")
+    slots.release()
+    slots.acquire(lambda: pytest.fail("a free slot is taken without waiting"))
+
+
+def test_a_call_that_must_stop_leaves_the_line_and_passes_on_a_slot_given_to_it():
+    slots, order, stop = Slots(1), [], threading.Event()
+
+    def checkpoint():
+        if stop.is_set():
+            raise Cancelled("the client went away")
+    slots.acquire(lambda: None)
+    leaving = _waiter(slots, "a", order, checkpoint)
+    staying = _waiter(slots, "b", order)
+    stop.set()
+    leaving.join(10)
+    assert order == ["a left"]
+    slots.release()
+    staying.join(10)
+    assert order == ["a left", "b"]
+    armed = threading.Event()
+
+    def given_then_stopped():  # b's slot goes to c (first in line), whose call then stops
+        if armed.is_set():
+            slots.release()
+            checkpoint()
+    given_as_it_leaves = _waiter(slots, "c", order, given_then_stopped)
+    last = _waiter(slots, "d", order)
+    armed.set()
+    given_as_it_leaves.join(10)
+    last.join(10)
+    assert order[2:] == ["c left", "d"]
