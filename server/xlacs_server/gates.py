@@ -51,8 +51,8 @@ class Call:
 class Slots:
     """`count` slots handed out first come, first served: a release gives its slot to the call that has waited
     longest, and a call that finds one free takes it only when no call waits. (A semaphore waited on with a
-    timeout, to look at the call's deadline between waits, sends a waiter to the back at each timeout: under 16
-    clients some Executes waited 4× as long as others.)"""
+    timeout, to look at the call's deadline between waits, sends a waiter to the back at each timeout: ResNet50's
+    p99 under 16 clients was 2.5 s with it, 0.73 s in line; docs/performance.md, Throughput under load.)"""
 
     def __init__(self, count: int):
         self._free = count

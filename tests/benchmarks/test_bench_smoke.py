@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks import compile_latency, execute_latency, goals, models, peers, profiles, report, timing, transport
+from benchmarks import compile_latency, execute_latency, goals, load, models, peers, profiles, report, timing, transport
 from benchmarks.peers.remote import PeerProcesses
 from benchmarks.raw_grpc import RawGrpc
 from xlacs.freeze import FrozenGraph, freeze
@@ -67,6 +67,28 @@ def test_first_calls_of_every_peer_are_recorded_per_round(peer_processes):
     assert results[tiny.name]["errors"] == {}
     assert {peer: len(ms) for peer, ms in results[tiny.name]["peer_first_call_ms"].items()} == {
         peer: 2 for peer in SMOKE_PEERS}
+
+
+def test_throughput_under_load_has_every_engine_at_each_concurrency_and_renders_its_goal(server, peer_processes):
+    """The peers' threads share one engine (OpenVINO: a request per thread) and every call they make counts."""
+    tiny = models.tiny_add()
+    row = load.measure_model(server.address, peer_processes, tiny, (1, 3), seconds=0.4)
+    assert row["errors"] == {}
+    for n in ("1", "3"):
+        runners = row["by_clients"][n]["runners"]
+        assert set(runners) == {peers.XLACS, *SMOKE_PEERS}
+        for summary in runners.values():
+            assert summary["n"] >= int(n) and summary["requests_per_s"] > 0 and summary["p99_ms"] >= summary["p50_ms"]
+        best = row["by_clients"][n]["best_peer"]
+        assert row["by_clients"][n]["xlacs_over_best"] == pytest.approx(
+            runners[peers.XLACS]["requests_per_s"] / runners[best]["requests_per_s"])
+    results = {"load": {"seconds": 0.4, "started": "now", "models": {load.GOAL_MODEL: {
+        **row, "by_clients": {str(load.GOAL_CLIENTS): row["by_clients"]["3"], "1": row["by_clients"]["1"]}}}}}
+    goal = next(g for g in goals.evaluate(results) if g.key == "load")
+    assert goal.value == row["by_clients"]["3"]["xlacs_over_best"] and goal.subject == load.GOAL_MODEL
+    assert f"{load.GOAL_CLIENTS}: {goal.value:.2f}×" in goals.WHY["load"](results, goal)
+    table = report._load(results)
+    assert sum(line.startswith(f"| {load.GOAL_MODEL} |") for line in table) == 2
 
 
 def test_tiny_round_trip_and_transfer_render_as_goals(client, peer_processes):
