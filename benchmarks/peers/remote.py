@@ -4,11 +4,13 @@ time, so that only the peer whose turn it is runs. All of them start at once (th
 together."""
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pathlib
 import re
 import select
+import signal
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -27,6 +29,10 @@ BUILD_TIMEOUT_S = 1800
 # What a turn may take beyond its own seconds (a slow peer's minimum calls) before it counts as stuck.
 TURN_MARGIN_S = 600
 STOP_TIMEOUT_S = 30
+# Builds a peer keeps: the model being measured and the one before. Ten models' builds held at once (tf2onnx's
+# conversions and ONNX Runtime's sessions among them) took the ONNX Runtime process past 6.9 GB, and the kernel's
+# out-of-memory killer ended it; a dropped build is built again when it is next needed.
+MAX_BUILT = 2
 
 
 def _slug(name: str) -> str:
@@ -45,12 +51,17 @@ class PeerProcess:
                 [sys.executable, "-m", "benchmarks.peers.worker", peer], cwd=ROOT, text=True,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-        self.built: set[pathlib.Path] = set()
+        self.built: collections.OrderedDict[pathlib.Path, None] = collections.OrderedDict()  # least recent first
         self.failures: dict[pathlib.Path, str] = {}
 
     def _exited(self) -> str:
+        status = self.process.poll()
+        if status is not None and status < 0:  # a signal ended it: the log's last line says nothing of why
+            why = f"was killed by {signal.Signals(-status).name}" + (
+                " (the kernel's out-of-memory killer sends it: see dmesg)" if -status == signal.SIGKILL else "")
+            return f"the {self.peer} process {why} (log: {self.log})"
         lines = [line for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
-        return (f"the {self.peer} process exited with status {self.process.poll()}"
+        return (f"the {self.peer} process exited with status {status}"
                 + (f": {lines[-1][:300]}" if lines else "") + f" (log: {self.log})")
 
     def _request(self, timeout_s: float, **command) -> dict:
@@ -77,21 +88,25 @@ class PeerProcess:
 
     def build(self, graph: GraphFiles) -> float:
         """Builds the peer anew for `graph`: milliseconds to build it and get its first result."""
-        self.built.discard(graph.directory)
+        self.built.pop(graph.directory, None)
         try:
             ms = self._request(BUILD_TIMEOUT_S, op="build", graph=str(graph.directory))["first_call_ms"]
         except PeerFailed as e:
             self.failures[graph.directory] = str(e)
             raise
         self.failures.pop(graph.directory, None)
-        self.built.add(graph.directory)
+        self.built[graph.directory] = None
+        while len(self.built) > MAX_BUILT:
+            self._request(TURN_MARGIN_S, op="drop", graph=str(self.built.popitem(last=False)[0]))
         return ms
 
     def ready(self, graph: GraphFiles) -> None:
         """Builds the peer for `graph` unless it is built; raises PeerFailed if its last build failed."""
         if graph.directory in self.failures:
             raise PeerFailed(self.failures[graph.directory])
-        if graph.directory not in self.built:
+        if graph.directory in self.built:
+            self.built.move_to_end(graph.directory)
+        else:
             self.build(graph)
 
     def turn(self, graph: GraphFiles, seconds: float, min_calls: int) -> list[float]:

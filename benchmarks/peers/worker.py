@@ -3,6 +3,7 @@
     {"op": "build", "graph": DIR}                        -> {"first_call_ms": ms}: builds anew, first result
     {"op": "time", "graph": DIR, "seconds": s, "min_calls": n} -> {"ms": [...]}: one turn of calls
     {"op": "outputs", "graph": DIR, "out": DIR2}         -> {"outputs": [paths]}: the results as .npy files
+    {"op": "drop", "graph": DIR}                         -> {}: forgets the build, and its memory
     {"op": "load", "graph": DIR, "concurrency": n, "seconds": s} -> timing.under_load's summary: n threads
                                                             sharing the built peer, back to back
 
@@ -13,6 +14,7 @@ cannot do it. The process ends when stdin closes.
 """
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -66,6 +68,11 @@ class Worker:
         call, inputs = self.built[graph]
         return under_load([lambda: call(*inputs)] * concurrency, seconds)
 
+    def drop(self, graph: str) -> dict:
+        self.built.pop(graph, None)
+        gc.collect()
+        return {}
+
     def outputs(self, graph: str, out: str) -> dict:
         call, inputs = self.built[graph]
         directory = pathlib.Path(out)
@@ -77,7 +84,8 @@ class Worker:
         return {"outputs": paths}
 
     def answer(self, command: dict) -> dict:
-        ops = {"build": self.build, "time": self.time, "load": self.load, "outputs": self.outputs}
+        ops = {"build": self.build, "time": self.time, "load": self.load, "drop": self.drop,
+               "outputs": self.outputs}
         op = command.pop("op")
         if op not in ops:
             return {"error": f"unknown op {op!r}; the ops are {', '.join(ops)}"}

@@ -2,12 +2,15 @@
 daemon: the peers run in their own processes, agree on the outputs, and the report renders what they
 measured. OpenVINO and ONNX Runtime are in the test extra: a missing one fails here."""
 import os
+import signal
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from benchmarks import compile_latency, execute_latency, goals, load, models, peers, profiles, report, timing, transport
+from benchmarks.peers import remote
+from benchmarks.peers.files import write_graph_files
 from benchmarks.peers.remote import PeerProcesses
 from benchmarks.raw_grpc import RawGrpc
 from xlacs.freeze import FrozenGraph, freeze
@@ -57,6 +60,38 @@ def test_a_peer_that_cannot_build_a_graph_says_why_and_the_others_go_on(client, 
     with pytest.raises(peers.PeerFailed, match="no_such_node"):
         peer_processes.processes[peers.TF_GRAPH].ready(graph)
     assert peer_processes.processes[peers.TF_GRAPH].build(peer_processes.graph(tiny)) > 0
+
+
+def test_a_peer_keeps_its_last_builds_and_builds_a_dropped_one_again_when_it_is_needed(peer_processes):
+    tf_graph = peer_processes.processes[peers.TF_GRAPH]
+    tiny = models.tiny_add()
+    graphs = [peer_processes.graph(models.Model(f"Add {i}", tiny.frozen, tiny.inputs))
+              for i in range(remote.MAX_BUILT + 1)]
+    for graph in graphs:
+        tf_graph.ready(graph)
+    assert list(tf_graph.built) == [g.directory for g in graphs[1:]]
+    with pytest.raises(peers.PeerFailed, match="KeyError"):  # the worker dropped it too
+        tf_graph.outputs(graphs[0])
+    tf_graph.ready(graphs[0])
+    np.testing.assert_array_equal(tf_graph.outputs(graphs[0])[0], tiny.inputs[0] + tiny.inputs[1])
+    assert list(tf_graph.built) == [g.directory for g in (graphs[2], graphs[0])]
+
+
+def test_a_peer_killed_by_a_signal_says_so_rather_than_quoting_its_log(tmp_path):
+    peer = remote.PeerProcess(peers.TF_GRAPH, tmp_path)
+    try:
+        peer.process.send_signal(signal.SIGKILL)
+        peer.process.wait(30)
+        with pytest.raises(peers.PeerFailed, match="killed by SIGKILL .*out-of-memory killer"):
+            peer.build(peer_graph(tmp_path))
+    finally:
+        peer.stop()
+
+
+def peer_graph(directory):
+    tiny = models.tiny_add()
+    return write_graph_files(directory / "add", tiny.frozen.graph_def, tiny.frozen.feeds, tiny.frozen.fetches,
+                             tiny.inputs)
 
 
 def test_first_calls_of_every_peer_are_recorded_per_round(peer_processes):
