@@ -50,6 +50,15 @@ class Daemon:
                 except grpc.FutureTimeoutError:
                     assert time.monotonic() < deadline, f"the daemon did not start:\n{self.output}"
 
+    def wait_logged(self, text: str, timeout_s: float = 30) -> None:
+        """Until the daemon's log holds `text`. Its start-up line comes once both servers have started, and a
+        health check may be answered before the line is written (a CI run read the log in between)."""
+        deadline = time.monotonic() + timeout_s
+        while text not in self.output:
+            assert self.process.poll() is None, f"the daemon exited with {self.process.returncode}:\n{self.output}"
+            assert time.monotonic() < deadline, f"the daemon's log has no {text!r} after {timeout_s} s:\n{self.output}"
+            time.sleep(0.1)
+
     def terminate(self, timeout_s: float = 120) -> int:
         """Stops the daemon, then kills what it left running, so that no test leaves a process behind."""
         if self.process.poll() is None:

@@ -79,7 +79,7 @@ def test_the_image_command_serves_with_the_compose_environment_and_passes_its_he
             assert time.monotonic() < deadline, f"unhealthy after the start period:\n{probe.stderr}\n{daemon.output}"
             time.sleep(float(options["start-interval"].rstrip("s")))
         assert probe.stdout.strip() == "SERVING"
-        assert "devices: cpu:0 (cpu)" in daemon.output  # the start-up log names the devices
+        daemon.wait_logged("devices: cpu:0 (cpu)")  # the start-up log names the devices
         assert httpx.get(f"{daemon.http}/readyz", timeout=30).status_code == 200
         ready = compose_healthcheck(daemon.env)  # the compose file's own, on the protocol's readiness
         assert ready.returncode == 0, ready.stderr
