@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import Callable
 
 import numpy as np
 
+from benchmarks import throughput
 from benchmarks.models import Model
 from benchmarks.peers import IN_PROCESS, ONNX_RUNTIME, OPENVINO, TF_GRAPH, XLACS, PeerFailed
 from benchmarks.peers.remote import PeerProcesses
 from benchmarks.timing import under_load
-from xlacs import Client
 
 MODELS = ("ResNet50", "BertEncoder")
 CLIENTS = (1, 4, 16)
@@ -30,6 +31,20 @@ def _mean(rounds: list[dict]) -> dict:
             "n": int(np.sum([r["n"] for r in rounds]))}
 
 
+def _turns(runners: dict[str, Callable[[float], dict]], seconds: float, rounds: int, errors: dict) -> dict:
+    """Each runner's `seconds` in `rounds` turns, the order reversed every other round; a peer that fails goes
+    into `errors`."""
+    measured = {name: [] for name in runners}
+    order = list(runners)
+    for turn in range(rounds):
+        for name in order if turn % 2 == 0 else order[::-1]:
+            try:
+                measured[name].append(runners[name](seconds / rounds))
+            except PeerFailed as e:
+                errors[name] = str(e)
+    return {name: _mean(r) for name, r in measured.items() if r}
+
+
 def measure_model(address: str, peers: PeerProcesses, model: Model, concurrencies: tuple[int, ...],
                   seconds: float, rounds: int = 2) -> dict:
     """Per concurrency, every runner's throughput (`seconds` each in all, over `rounds` turns) and xlacs'
@@ -43,32 +58,17 @@ def measure_model(address: str, peers: PeerProcesses, model: Model, concurrencie
                 running[name] = peer
             except PeerFailed as e:
                 errors[name] = str(e)
-    clients = [Client(address, timeout=600) for _ in range(max(concurrencies))]
-    try:
-        executables = [model.compile(c) for c in clients]
-        for executable in executables:  # every channel connected and warm before any clock starts
-            executable(*model.inputs)
-        by_clients = {}
+    by_clients = {}
+    with throughput.executables(address, model, max(concurrencies)) as executables:
         for n in concurrencies:
             calls = [functools.partial(e, *model.inputs) for e in executables[:n]]
             runners = {XLACS: functools.partial(under_load, calls),
                        **{name: functools.partial(peer.load, graph, n) for name, peer in running.items()}}
-            measured = {name: [] for name in runners}
-            order = list(runners)
-            for turn in range(rounds):
-                for name in order if turn % 2 == 0 else order[::-1]:
-                    try:
-                        measured[name].append(runners[name](seconds / rounds))
-                    except PeerFailed as e:
-                        errors[name] = str(e)
-            row = {name: _mean(r) for name, r in measured.items() if r}
+            row = _turns(runners, seconds, rounds, errors)
             best = max((name for name in row if name != XLACS), key=lambda name: row[name]["requests_per_s"],
                        default=None)
             by_clients[str(n)] = {"runners": row, "best_peer": best, "xlacs_over_best": (
                 row[XLACS]["requests_per_s"] / row[best]["requests_per_s"] if best else None)}
-    finally:
-        for c in clients:
-            c.close()
     return {"by_clients": by_clients, "errors": errors}
 
 

@@ -262,8 +262,8 @@ def _load(results: dict) -> list[str]:
             "channel and thread in the benchmark's process; for every other engine, N threads of the peer's own "
             "process sharing one engine (OpenVINO: an infer request per thread), as an application serving these "
             f"requests in process would. {results['load']['seconds']:g} s per runner and concurrency, in two "
-            f"turns taken in reversed order, from {results['load']['started']}. Requests per second / p99 ms; the last column is xlacs' throughput "
-            "over the best other engine's.", "",
+            f"turns taken in reversed order, from {results['load']['started']}. Requests per second / p99 ms; the "
+            "last column is xlacs' throughput over the best other engine's.", "",
             *_table(["Model", "clients", *runners, "xlacs / best"], rows, align_first=2),
             *([*errors, ""] if errors else [])]
 

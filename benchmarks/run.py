@@ -58,8 +58,8 @@ MODES = {
                     concurrencies=(1, 4, 16, 64), throughput_s=2, load_s=4, chain_layers=(10, 100, 400),
                     weight_mb=(1, 16, 64), profile_s=2, training_s=2, batching_s=4, tfserving_requests=300),
     "full": Budget(compile_rounds=3, l1_repeats=10, execute_s=6, tiny_s=10, transfer_mb=(1, 64, 512),
-                   transfer_s=5, concurrencies=(1, 4, 16, 64), throughput_s=8, load_s=10, chain_layers=(10, 100, 400, 1000),
-                   weight_mb=(1, 16, 64, 256), profile_s=4, training_s=6, batching_s=10, tfserving_requests=1000),
+                   transfer_s=5, concurrencies=(1, 4, 16, 64), throughput_s=8, load_s=10,
+                   chain_layers=(10, 100, 400, 1000), weight_mb=(1, 16, 64, 256), profile_s=4, training_s=6, batching_s=10, tfserving_requests=1000),
 }
 
 
@@ -280,7 +280,8 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(models.BUILDERS),
                         help=f"comma-separated subset of {', '.join(models.BUILDERS)}")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "docs", help="where the .md and .json go")
-    parser.add_argument("--only", choices=["compile_by_digest", "transport", "training", "batching", "tfserving", "load"],
+    parser.add_argument("--only", choices=["compile_by_digest", "transport", "training", "batching", "tfserving",
+                                           "load"],
                         help="measure this section alone and update it in --out's files (the rest keep their figures)")
     args = parser.parse_args()
     if args.only:

@@ -20,7 +20,7 @@ from xlacs_server.dashboard.http import HttpServer
 from xlacs_server.graph.ir import FuncRef
 from xlacs_server.metrics import registry_for
 from xlacs_server.errors import Cancelled, LimitExceeded
-from xlacs_server.gates import SLOT_POLL_S, Gates, Slots
+from xlacs_server.gates import Gates, Slots
 
 FEEDS = {"x:0": ("float32", (2, 3))}
 
@@ -419,28 +419,44 @@ def _wait_for(condition, timeout_s: float = 30) -> bool:
 
 
 def _waiter(slots: Slots, name: str, order: list, checkpoint=lambda: None) -> threading.Thread:
+    """A thread whose call waits for a slot, started once the one before is in line: returns when this one is in
+    line too (its first look at its deadline, SLOT_POLL_S into its wait)."""
+    in_line = threading.Event()
+
+    def looks():
+        in_line.set()
+        checkpoint()
+
     def wait():
         try:
-            slots.acquire(checkpoint)
+            slots.acquire(looks)
         except Cancelled:
             order.append(f"{name} left")
             return
         order.append(name)
     thread = threading.Thread(target=wait)
     thread.start()
-    time.sleep(3 * SLOT_POLL_S)  # waits past a poll or two before the next one comes
+    assert in_line.wait(10)
     return thread
 
 
+def _given(order: list, count: int) -> None:
+    """Until `count` waiters have had a slot (or left)."""
+    deadline = time.monotonic() + 10
+    while len(order) < count:
+        assert time.monotonic() < deadline, order
+        time.sleep(0.01)
+
+
 def test_slots_go_to_waiting_calls_first_come_first_served():
-    """Each waiter looks at its deadline every SLOT_POLL_S and keeps its place in line; a call that finds a slot
-    released while others wait does not take it before them."""
+    """Each waiter looks at its deadline every SLOT_POLL_S and keeps its place in line; a free slot is taken at
+    once."""
     slots, order = Slots(1), []
     slots.acquire(lambda: None)
     waiters = [_waiter(slots, name, order) for name in "abcd"]
-    for _ in waiters:
+    for given, _ in enumerate(waiters, start=1):
         slots.release()
-        time.sleep(2 * SLOT_POLL_S)
+        _given(order, given)
     for thread in waiters:
         thread.join(10)
     assert order == list("abcd")
