@@ -99,8 +99,11 @@ def serve(args) -> None:
     log.info("shutting down: no new calls; %d call(s) in flight get up to %g s to finish",
              metrics.calls_in_flight(), settings.shutdown_grace_s)
     deadline = time.monotonic() + settings.shutdown_grace_s  # for the calls, then the pending tier-ups and stores
+    # /readyz, /v2/health/ready and ServerReady answer not ready while the calls finish: set before the gRPC health
+    # service says NOT_SERVING, so that no probe answers ready after another has said not (a CI run read /readyz
+    # between the two).
+    service.draining = True
     health.enter_graceful_shutdown()
-    service.draining = True  # /readyz, /v2/health/ready and ServerReady answer not ready while the calls finish
     drain.close()
     # Sessions end now (no new one can start): their calls stay open otherwise, and the drain would wait for them
     # to its deadline. An Execute in flight keeps the regions it uses mapped until it is done.
