@@ -8,6 +8,7 @@ from benchmarks.peers import (BUILDERS, IN_PROCESS, IN_PROCESS_EMBEDDED, ONLY_FO
 from benchmarks.machine import as_markdown
 from benchmarks.models import MB
 from benchmarks.transport import RAW, handler_ratios
+from xlacs import streaming
 
 
 def _ms(value: float | None) -> str:
@@ -211,8 +212,9 @@ def _transfer(results: dict) -> list[str]:
             "Python moves the same number of bytes between two processes with no protobuf at all (a generic "
             "handler, `benchmarks/raw_grpc.py`): the floor of any gRPC Python service. GB/s = bytes / p50 time "
             "(decimal GB); the time is the whole call. The daemon's `max_input_bytes` is raised to 1 GiB for "
-            "the 512 MB input. The client sends calls that move 1 MiB or more as an ExecuteStream, in pieces "
-            "(docs/data_plane.md); *in and out* runs `x + 1`, and its GB/s counts both ways.", "",
+            f"the 512 MB input. The client sends calls that move {streaming.STREAM_BYTES // MB} MiB or more as an "
+            "ExecuteStream, in pieces (docs/data_plane.md); *in and out* runs `x + 1`, and its GB/s counts both "
+            "ways.", "",
             *_transfer_table(results["transfer"]), *_client_memory(results),
             f"One copy of {copies['bytes'] // MB} MB in this process runs at "
             f"{copies['fresh_pages_gb_per_s']:.2f} GB/s into fresh pages (`ndarray.tobytes()`: glibc maps every "

@@ -46,12 +46,12 @@ def output_requests(names: Iterable[str], keep: bool | str | Iterable[str],
     return [xlacs_pb2.OutputRequest(name=name, keep=True, ttl_s=ttl_s) for name in names if name in kept]
 
 
-def fill_input(tensor: xlacs_pb2.Tensor, name: str, value) -> None:
-    """Writes an input into `tensor`: a ResidentTensor by its handle, anything else as an array's bytes."""
+def input_piece(name: str, value) -> tuple[xlacs_pb2.Tensor, np.ndarray | None]:
+    """An input as xlacs.wire.encode takes it: a ResidentTensor by its handle (no bytes), anything else as an
+    array's dtype, shape and bytes."""
     if isinstance(value, ResidentTensor):
-        tensor.name, tensor.handle = name, value.handle
-    else:
-        tensors.fill(tensor, name, value)
+        return xlacs_pb2.Tensor(name=name, handle=value.handle), None
+    return tensors.head(name, value)
 
 
 def output(connection: Connection, tensor: xlacs_pb2.Tensor) -> np.ndarray | ResidentTensor:

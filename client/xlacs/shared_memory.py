@@ -50,15 +50,13 @@ class Regions:
             return None
         return next((ref for ref in (shm.ref(array) for shm in self.open) if ref is not None), None)
 
-    def fill_input(self, tensor: xlacs_pb2.Tensor, name: str, value) -> bool:
-        """Writes `value` into `tensor` as a reference if it is an array of an open region; whether it was."""
+    def reference(self, name: str, value) -> xlacs_pb2.Tensor | None:
+        """The input `value` as a reference into its region if it is an array of an open region, else None."""
         ref = self.ref(value)
         if ref is None:
-            return False
-        tensor.name, tensor.dtype = name, dtypes.from_numpy(value.dtype)
-        tensor.shape.extend(value.shape)
-        tensor.shared_memory.CopyFrom(ref)
-        return True
+            return None
+        return xlacs_pb2.Tensor(name=name, dtype=dtypes.from_numpy(value.dtype), shape=value.shape,
+                                shared_memory=ref)
 
     def output_requests(self, out: Mapping[str, np.ndarray], names: list[str]) -> list[xlacs_pb2.OutputRequest]:
         """Outputs to write into arrays of open regions (Executable.execute's `out`)."""

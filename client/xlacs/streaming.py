@@ -18,10 +18,11 @@ from xlacs.v1 import xlacs_pb2
 
 METHOD = "/xlacs.v1.Compiler/ExecuteStream"
 
-# Measured (docs/data_plane.md): x + 1 with 256 KiB each way (512 KiB moved) took 1.6x as long streamed as unary,
-# with 1 MiB each way (2 MiB moved) 0.59x, with 4 MiB 0.21x: a stream's extra messages cost more than the copies
-# it saves below about 1 MiB moved.
-STREAM_BYTES = 1 << 20
+# Measured (docs/data_plane.md, 2026-11-28, with Execute's tensors written once by xlacs.wire): unary took
+# 0.79-0.81x the stream's time at 1 MiB one way, 0.80-0.89x at 2 MiB, 0.85-0.95x at 4 MiB, 0.83x at 1 MiB each way
+# and 0.97x at 2 MiB each way; the stream took 0.95x at 4 MiB each way and 0.42-0.84x at 8 MiB. Below 4 MiB moved, a
+# stream's extra messages cost more than the copies it saves.
+STREAM_BYTES = 4 << 20
 
 # Without them gRPC grows a stream's window by its bandwidth estimate (BDP probes) and takes in as many of the
 # daemon's pieces as it will hold before Python reads them: a 64 MiB output arrived with up to 2.14x the payload in
@@ -63,7 +64,7 @@ def _requests(executable_id: str, arrays: dict[str, np.ndarray]) -> Iterator[byt
         for offset, content in tensors.pieces(array):
             piece = xlacs_pb2.Tensor()
             tensors.fill_piece(piece, name, array, offset, None)
-            yield wire.encode(request, xlacs_pb2.ExecuteRequest.INPUTS_FIELD_NUMBER, piece, content)
+            yield wire.encode(request, xlacs_pb2.ExecuteRequest.INPUTS_FIELD_NUMBER, [(piece, content)])
             request = xlacs_pb2.ExecuteRequest()
     if request.executable_id:  # no inputs
         yield request.SerializeToString()

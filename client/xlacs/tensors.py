@@ -16,12 +16,18 @@ def fill(tensor: xlacs_pb2.Tensor, name: str, array) -> xlacs_pb2.Tensor:
     """Writes `array` into `tensor`, usually a repeated field's `.add()`: a Tensor built apart and then put in
     its request copies all of its bytes again (docs/benchmarks.md, tensor transfer). Raises UnsupportedDType
     for a dtype xlacs does not carry (strings, ...)."""
-    array = little_endian(array)
-    tensor.name = name
-    tensor.dtype = dtypes.from_numpy(array.dtype)
-    tensor.shape.extend(array.shape)
-    tensor.content = np.ascontiguousarray(array).tobytes()
+    described, content = head(name, array)
+    tensor.MergeFrom(described)
+    tensor.content = content.tobytes()
     return tensor
+
+
+def head(name: str, array) -> tuple[xlacs_pb2.Tensor, np.ndarray]:
+    """`array` as xlacs.wire.encode takes it: a Tensor with its name, dtype and shape, and its little-endian bytes
+    (a flat view, copied only when the array is not contiguous). Raises UnsupportedDType as `fill` does."""
+    array = little_endian(array)
+    return (xlacs_pb2.Tensor(name=name, dtype=dtypes.from_numpy(array.dtype), shape=array.shape),
+            dtypes.byte_view(array))
 
 
 def little_endian(array) -> np.ndarray:

@@ -1,12 +1,13 @@
-"""ExecuteStream's messages written and read around a piece's content, so that its bytes are copied once each way
-(docs/data_plane.md): protobuf copies a bytes field in when it is set, twice when the message is serialized, and
-twice more when it is parsed and read. A message is its fields in any order, so a piece goes out as the protobuf
-encoding of everything else, then its Tensor's content field written here from a view of the array; and comes in as
-views of the received bytes, the rest parsed by protobuf. bad_utf8 finds the string that protobuf refuses a message
-for without naming it."""
+"""Execute's and ExecuteStream's messages written around their tensors' content, so that the bytes are copied once
+on the way out (docs/data_plane.md): protobuf copies a bytes field in when it is set, twice when the message is
+serialized, and twice more when it is parsed and read. A message is its fields in any order, so a tensor goes out as
+the protobuf encoding of everything else, then its content field written here from a view of the array. The pieces
+of an ExecuteStream also come in as views of the received bytes, the rest parsed by protobuf (`decode`). bad_utf8
+finds the string that protobuf refuses a message for without naming it."""
 from __future__ import annotations
 
 import collections
+from typing import Iterable
 
 from xlacs.v1 import xlacs_pb2
 
@@ -14,6 +15,7 @@ _LEN = 2  # the wire type of bytes, strings and messages
 _CONTENT = xlacs_pb2.Tensor.CONTENT_FIELD_NUMBER
 _SKIP = {0: None, 1: 8, 2: None, 5: 4}  # wire type -> fixed size (varints and lengths are read)
 _MAX_DEPTH = 100  # protobuf's recursion limit: it parses no message nested deeper
+INLINE_BYTES = 4096
 
 
 def as_is(data: bytes) -> bytes:
@@ -23,6 +25,8 @@ def as_is(data: bytes) -> bytes:
 
 def varint(value: int) -> bytes:
     """`value` as protobuf's base-128 varint."""
+    if value < 0x80:
+        return _BYTES[value]
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
@@ -35,12 +39,28 @@ def _key(field: int) -> bytes:
     return varint(field << 3 | _LEN)
 
 
-def encode(message, field: int, tensor: xlacs_pb2.Tensor, content) -> bytes:
-    """`message` (an ExecuteRequest or ExecuteResponse without tensors) with `tensor` (without content) in its
-    repeated field `field`, `content` (a bytes-like view) its content: serialized, the content copied once."""
-    size = len(content)
-    head = tensor.SerializeToString() + _key(_CONTENT) + varint(size)
-    return b"".join((message.SerializeToString(), _key(field), varint(len(head) + size), head, content))
+_BYTES = [bytes((value,)) for value in range(0x80)]
+_CONTENT_KEY = _key(_CONTENT)
+
+
+def encode(message, field: int, tensors: Iterable[tuple[xlacs_pb2.Tensor, object]]) -> bytes:
+    """`message` (an ExecuteRequest or ExecuteResponse without tensors) with `tensors` in its repeated field `field`,
+    serialized: each a Tensor without content and its content, a bytes-like view copied once here, or None for a
+    tensor that carries no bytes (a handle, a shared-memory region). A content under INLINE_BYTES is set in its Tensor
+    instead: protobuf's copies of a few bytes cost less than framing them in Python."""
+    parts = [message.SerializeToString()]
+    key = _key(field)
+    for tensor, content in tensors:
+        if content is not None and len(content) < INLINE_BYTES:
+            tensor.content, content = bytes(content), None
+        head = tensor.SerializeToString()
+        if content is None:
+            parts += [key, varint(len(head)), head]
+            continue
+        size = len(content)
+        head += _CONTENT_KEY + varint(size)
+        parts += [key, varint(len(head) + size), head, content]
+    return b"".join(parts)
 
 
 def decode(data: bytes, message_type, field: int):

@@ -153,8 +153,8 @@ def test_a_first_execute_of_a_bucket_past_the_clients_deadline_stops_and_the_nex
 
 def test_a_request_big_enough_to_stream_runs_through_execute_stream(client):
     executable = client.compile_function(lambda x: tf.nn.relu(x) * 2.0 - 1.0,
-                                         tf.TensorSpec([None, 256, 256, 3], tf.float32), bucket_sizes=[2, 4])
-    x = batch(3, 256, 256, 3)  # 2.4 MB: the client sends it in pieces (ExecuteStream)
+                                         tf.TensorSpec([None, 512, 512, 3], tf.float32), bucket_sizes=[2, 4])
+    x = batch(3, 512, 512, 3)  # 9.4 MB in: the client streams the call (ExecuteStream)
     streamed = client.stats().received_bytes["ExecuteStream"]
     got, = executable(x)
     assert client.stats().received_bytes["ExecuteStream"] - streamed >= x.nbytes

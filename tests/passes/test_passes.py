@@ -11,7 +11,7 @@ from tests import tf1
 from tests.graphs import GraphBuilder
 from tests.oracle import rand
 from xlacs_server.config import Settings
-from xlacs_server.errors import InvalidNode, UnsupportedOps
+from xlacs_server.errors import InvalidNode, UnsupportedNode, UnsupportedOps
 from xlacs_server.graph import op_defs
 from xlacs_server.graph.function_def import to_graph
 from xlacs_server.graph.importer import import_graph
@@ -189,6 +189,17 @@ def test_mark_for_compilation_rejects_unknown_attrs():
     b.placeholder("x")
     b.op("y", "Neg", "x", bogus=3)
     with pytest.raises(InvalidNode, match="unknown attr"):
+        mark_for_compilation.mark_for_compilation(b.graph(["x:0"], ["y:0"]))
+
+
+def test_tf1_control_flow_in_no_loop_or_cond_is_unimplemented_naming_the_node():
+    """A NextIteration with no loop frame around it (a fuzzed graph had one in a cond's branch): functionalization
+    leaves it, and the check names it instead of the lowering failing on an op it has no rule for."""
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.op("n", "NextIteration", "x")
+    b.op("y", "Neg", "n")
+    with pytest.raises(UnsupportedNode, match="node 'n' \\(NextIteration\\).*part of neither"):
         mark_for_compilation.mark_for_compilation(b.graph(["x:0"], ["y:0"]))
 
 

@@ -245,3 +245,17 @@ def test_a_call_waiting_for_an_execute_slot_leaves_at_its_deadline_or_when_cance
     release.set()
     holder.join(60)
     assert not holder.is_alive()
+
+
+def test_a_call_under_stream_bytes_goes_unary_its_tensors_whole(server):
+    rows = 300_000  # 1.2 MB in and 1.2 MB out: under STREAM_BYTES, each tensor written once into one Execute
+    with Client(server.address, timeout=120) as client:
+        executable = client.compile(*scale_graph(rows))
+        given = inputs(rows)
+        before = dict(server.service.counters.received())
+        y, m = executable.execute(given)
+        after = server.service.counters.received()
+        assert after.get("ExecuteStream", 0) == before.get("ExecuteStream", 0)
+        assert after["Execute"] - before.get("Execute", 0) > given["x:0"].nbytes
+        np.testing.assert_array_equal(y, given["x:0"] * given["s:0"] + np.float32(1))
+        assert m.tolist() == (given["n:0"] + 1).tolist()

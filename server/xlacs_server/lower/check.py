@@ -38,14 +38,18 @@ def unsupported_ops(nodes, platform: str) -> dict[str, list[str]]:
 
 
 def check_nodes(nodes, platform: str) -> None:
-    """Raises UnsupportedOps listing every op without a lowering, else checks each node's attrs."""
+    """Raises UnsupportedOps listing every op without a lowering, else checks each node's attrs. Runs after
+    functionalization (passes/functionalize.py): TF1 control flow left then is in no loop or cond it could take."""
     nodes = list(nodes)
     missing = unsupported_ops(nodes, platform)
     if missing:
         raise UnsupportedOps(missing, platform)
     for node in nodes:
-        if node.op not in FUNCTIONALIZED_OPS:
-            check_attrs(node, registry.lookup(node.op, platform))
+        if node.op in FUNCTIONALIZED_OPS:
+            raise UnsupportedNode(node.name, node.op, "xlacs runs TF1 control flow only as the while loops and conds "
+                                  "it functionalizes (Enter, Merge, Switch, NextIteration and Exit in TF1's pattern, "
+                                  "in the graph itself), and this node is part of neither")
+        check_attrs(node, registry.lookup(node.op, platform))
 
 
 def check_attrs(node: Node, lowering: registry.Lowering) -> None:

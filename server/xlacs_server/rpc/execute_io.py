@@ -18,6 +18,8 @@ from xlacs_server.execute.executable import Executable
 from xlacs_server.execute.resident import ResidentTensor, ResidentTensors, ttl
 from xlacs_server.execute.shared_memory import Lease, Target
 
+OUTPUTS = xlacs_pb2.ExecuteResponse.OUTPUTS_FIELD_NUMBER
+
 
 # --- Execute: each tensor whole ------------------------------------------------------------------------------
 
@@ -41,20 +43,16 @@ def inputs(request: xlacs_pb2.ExecuteRequest, resident: ResidentTensors,
     return arrays
 
 
-def response(executable: Executable, outputs: list, execute_ms: float,
-             targets: dict[str, Target]) -> xlacs_pb2.ExecuteResponse:
-    """The outputs of an Execute, each whole, in fetch order; those of `targets` written into shared memory."""
-    reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms)
+def response(executable: Executable, outputs: list, execute_ms: float, targets: dict[str, Target]) -> bytes:
+    """The serialized ExecuteResponse (rpc/execute_wire.py): the outputs, each whole, in fetch order, an array's
+    bytes copied once into it (xlacs.wire); those of `targets` written into shared memory."""
     unknown = sorted(set(targets) - {s.name for s in executable.outputs}) if targets else ()
     if unknown:
         raise InvalidRequest(f"output {unknown[0]!r} is not an output of the executable; its outputs are "
                              f"{[s.name for s in executable.outputs]}")
-    for s, a in zip(executable.outputs, outputs):
-        if s.name in targets:
-            shared_output(reply.outputs.add(), targets[s.name], a)
-        else:
-            fill_output(reply.outputs.add(), s.name, a)
-    return reply
+    pieces = [(shared_output(targets[s.name], a), None) if s.name in targets else output_piece(s.name, a)
+              for s, a in zip(executable.outputs, outputs)]
+    return wire.encode(xlacs_pb2.ExecuteResponse(execute_ms=execute_ms), OUTPUTS, pieces)
 
 
 def state_variables(request: xlacs_pb2.CreateStateRequest, max_bytes: int) -> dict[str, np.ndarray]:
@@ -86,13 +84,12 @@ def output_targets(request: xlacs_pb2.ExecuteRequest, lease: Lease) -> dict[str,
     return targets
 
 
-def shared_output(tensor: xlacs_pb2.Tensor, target: Target, output: np.ndarray) -> None:
-    """An output written into its region, and into `tensor` its name, dtype, shape and where it is."""
+def shared_output(target: Target, output: np.ndarray) -> xlacs_pb2.Tensor:
+    """An output written into its region; the Tensor that says its name, dtype, shape and where it is."""
     output = np.asarray(output)
     target.write(output)
-    tensor.name, tensor.dtype = target.name, dtypes.from_numpy(output.dtype)
-    tensor.shape.extend(output.shape)
-    tensor.shared_memory.CopyFrom(target.ref)
+    return xlacs_pb2.Tensor(name=target.name, dtype=dtypes.from_numpy(output.dtype), shape=output.shape,
+                            shared_memory=target.ref)
 
 
 # --- Resident tensors: handles instead of bytes (execute/resident.py) ---------------------------------------------
@@ -119,13 +116,13 @@ def kept(request: xlacs_pb2.ExecuteRequest) -> dict[str, float]:
     return keep
 
 
-def fill_output(tensor: xlacs_pb2.Tensor, name: str, output: np.ndarray | ResidentTensor) -> None:
-    """An output into `tensor`: a resident tensor as its handle, dtype and shape; an array as its bytes."""
+def output_piece(name: str, output: np.ndarray | ResidentTensor) -> tuple[xlacs_pb2.Tensor, np.ndarray | None]:
+    """An output as xlacs.wire.encode takes it: a resident tensor as its handle, dtype and shape (no bytes); an
+    array as its dtype, shape and bytes."""
     if isinstance(output, ResidentTensor):
-        tensor.name, tensor.handle, tensor.dtype = name, output.handle, dtypes.from_numpy(output.dtype)
-        tensor.shape.extend(output.shape)
-    else:
-        tensors.fill(tensor, name, output)
+        return xlacs_pb2.Tensor(name=name, handle=output.handle, dtype=dtypes.from_numpy(output.dtype),
+                                shape=output.shape), None
+    return tensors.head(name, output)
 
 
 # --- ExecuteStream: tensors in pieces --------------------------------------------------------------------------
@@ -179,17 +176,16 @@ def streamed_outputs(executable: Executable, outputs: list[np.ndarray], execute_
     first = True
     for s, array in zip(executable.outputs, outputs):
         if isinstance(array, ResidentTensor):  # one piece: its handle, dtype and shape
-            reply = xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0)
-            fill_output(reply.outputs.add(), s.name, array)
+            yield wire.encode(xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0), OUTPUTS,
+                              [output_piece(s.name, array)])
             first = False
-            yield reply.SerializeToString()
             continue
         array = tensors.little_endian(array)
         for offset, content in tensors.pieces(array):
             piece = xlacs_pb2.Tensor()
             tensors.fill_piece(piece, s.name, array, offset, None)
-            yield wire.encode(xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0),
-                              xlacs_pb2.ExecuteResponse.OUTPUTS_FIELD_NUMBER, piece, content)
+            yield wire.encode(xlacs_pb2.ExecuteResponse(execute_ms=execute_ms if first else 0.0), OUTPUTS,
+                              [(piece, content)])
             first = False
 
 
