@@ -49,6 +49,17 @@ def from_proto(tensor: xlacs_pb2.Tensor) -> np.ndarray:
     return np.frombuffer(content, dtype=dtype).reshape(shape)
 
 
+def from_view(tensor: xlacs_pb2.Tensor, content) -> np.ndarray:
+    """The array of a Tensor whose bytes came apart from it (`content`, a view: xlacs.wire.decode), copied once into
+    memory aligned as PJRT takes it without a copy. Raises as `from_proto` does."""
+    dtype, shape, expected = _layout(tensor, "tensor")
+    if len(content) != expected:
+        raise ValueError(_size_error("tensor", tensor.name, len(content), shape, dtype, expected))
+    array = _aligned_empty(expected)
+    array[:] = np.frombuffer(content, np.uint8)
+    return array.view(dtype).reshape(shape)
+
+
 def _layout(tensor: xlacs_pb2.Tensor, what: str) -> tuple[np.dtype, tuple[int, ...], int]:
     """(dtype, shape, byte size) that a tensor's dtype and shape declare."""
     try:

@@ -23,23 +23,26 @@ OUTPUTS = xlacs_pb2.ExecuteResponse.OUTPUTS_FIELD_NUMBER
 
 # --- Execute: each tensor whole ------------------------------------------------------------------------------
 
-def input_array(tensor: xlacs_pb2.Tensor) -> np.ndarray:
-    """An input sent as its bytes: a read-only array on them."""
+def input_array(tensor: xlacs_pb2.Tensor, content: memoryview | None = None) -> np.ndarray:
+    """An input sent as its bytes: a read-only array on them, or, given its `content` apart (read in place), an
+    aligned copy of it."""
     try:
-        return tensors.from_proto(tensor)
+        return tensors.from_proto(tensor) if content is None else tensors.from_view(tensor, content)
     except ValueError as e:  # UnsupportedDType too
         raise InvalidRequest(str(e)) from None
 
 
-def inputs(request: xlacs_pb2.ExecuteRequest, resident: ResidentTensors,
+def inputs(request: xlacs_pb2.ExecuteRequest, contents: list[memoryview] | None, resident: ResidentTensors,
            lease: Lease) -> dict[str, np.ndarray | jax.Array]:
-    """The inputs of an Execute by name."""
+    """The inputs of an Execute by name; `contents` their bytes when the request was read in place
+    (rpc/execute_wire.py), in the order of request.inputs."""
     arrays = {}
-    for t in request.inputs:
+    for i, t in enumerate(request.inputs):
         if t.name in arrays:
             raise InvalidRequest(f"input {t.name!r} is given more than once")
-        arrays[t.name] = (resident_input(t, resident) if t.handle else
-                          lease.input(t) if t.HasField("shared_memory") else input_array(t))
+        content = contents[i] if contents is not None else None
+        arrays[t.name] = (resident_input(t, resident, content) if t.handle else
+                          lease.input(t) if t.HasField("shared_memory") else input_array(t, content))
     return arrays
 
 
@@ -94,10 +97,11 @@ def shared_output(target: Target, output: np.ndarray) -> xlacs_pb2.Tensor:
 
 # --- Resident tensors: handles instead of bytes (execute/resident.py) ---------------------------------------------
 
-def resident_input(tensor: xlacs_pb2.Tensor, resident: ResidentTensors) -> jax.Array:
+def resident_input(tensor: xlacs_pb2.Tensor, resident: ResidentTensors,
+                   content: memoryview | None = None) -> jax.Array:
     """An input by handle: the resident tensor's array, on its device; NOT_FOUND naming the input and the handle
-    when it is gone."""
-    if tensor.content or tensor.HasField("shared_memory"):
+    when it is gone. `content`: its bytes if they came apart from it (there must be none)."""
+    if tensor.content or content or tensor.HasField("shared_memory"):
         raise InvalidRequest(f"input {tensor.name!r} has a handle and bytes too: a tensor's bytes are in content, "
                              "a shared-memory region or a resident tensor (handle), exactly one")
     return resident.get(tensor.handle, f"input {tensor.name!r}").array
@@ -159,7 +163,7 @@ def streamed_inputs(requests: Iterator[tuple[xlacs_pb2.ExecuteRequest, list]], s
             for piece, content in pieces:
                 if piece.handle:  # a resident tensor: one piece, no bytes
                     start(piece.name, None, None, 0)
-                    by_handle[piece.name] = resident_input(piece, service.resident)
+                    by_handle[piece.name] = resident_input(piece, service.resident, content)
                 else:
                     assembly.add(piece, content)
         except ValueError as e:

@@ -1,9 +1,10 @@
-"""How Execute and ExecuteStream read their requests and write their responses. ExecuteStream's requests go through
-xlacs.wire (docs/data_plane.md), so that the daemon copies a piece's content once, as the client does: a request
-reaches the servicer as (the ExecuteRequest without its inputs, its pieces as (Tensor without content, a view of the
-content in the received bytes)). Execute's requests are parsed by protobuf (for a tensor sent whole, walking the
-fields in Python cost a tiny Execute more than the copies it saved a larger one). The responses of both are the bytes
-execute_io wrote with xlacs.wire, each output's bytes copied once. Bytes that are no ExecuteRequest are refused as
+"""How Execute and ExecuteStream read their requests and write their responses (docs/data_plane.md), so that the
+daemon copies a tensor's bytes once each way, as the client does. A request's tensors are read in place with
+xlacs.wire: an ExecuteStream request reaches the servicer as (the ExecuteRequest without its inputs, its pieces as
+(Tensor without content, a view of the content in the received bytes)); an Execute request as (the ExecuteRequest, the
+content of each input as such a view, its Tensor holding none), or, under READ_IN_PLACE_BYTES, as (the ExecuteRequest
+protobuf parsed, None): walking the fields in Python costs a small request more than the copies it saves. The
+responses of both are the bytes execute_io wrote with xlacs.wire. Bytes that are no ExecuteRequest are refused as
 every request's are (rpc/malformed.py)."""
 import grpc
 from xlacs import wire
@@ -11,10 +12,20 @@ from xlacs.v1 import xlacs_pb2
 
 EXECUTE = "/xlacs.v1.Compiler/Execute"
 EXECUTE_STREAM = "/xlacs.v1.Compiler/ExecuteStream"
+INPUTS = xlacs_pb2.ExecuteRequest.INPUTS_FIELD_NUMBER
+READ_IN_PLACE_BYTES = 64 << 10
 
 
 def request_pieces(data: bytes) -> tuple[xlacs_pb2.ExecuteRequest, list[tuple[xlacs_pb2.Tensor, memoryview]]]:
-    return wire.decode(data, xlacs_pb2.ExecuteRequest, xlacs_pb2.ExecuteRequest.INPUTS_FIELD_NUMBER)
+    return wire.decode(data, xlacs_pb2.ExecuteRequest, INPUTS)
+
+
+def execute_request(data: bytes) -> tuple[xlacs_pb2.ExecuteRequest, list[memoryview] | None]:
+    if len(data) < READ_IN_PLACE_BYTES:
+        return xlacs_pb2.ExecuteRequest.FromString(data), None
+    request, pieces = request_pieces(data)
+    request.inputs.extend(tensor for tensor, _ in pieces)
+    return request, [content for _, content in pieces]
 
 
 class ExecuteWireInterceptor(grpc.ServerInterceptor):
@@ -22,6 +33,5 @@ class ExecuteWireInterceptor(grpc.ServerInterceptor):
         handler = continuation(details)
         if handler is None or details.method not in (EXECUTE, EXECUTE_STREAM):
             return handler
-        if details.method == EXECUTE:
-            return handler._replace(response_serializer=wire.as_is)
-        return handler._replace(request_deserializer=request_pieces, response_serializer=wire.as_is)
+        read = execute_request if details.method == EXECUTE else request_pieces
+        return handler._replace(request_deserializer=read, response_serializer=wire.as_is)

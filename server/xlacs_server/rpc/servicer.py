@@ -58,9 +58,11 @@ class CompilerServicer(xlacs_pb2_grpc.CompilerServicer):
                                          passes=result.loaded.executable.passes, tier=result.tier,
                                          graph_dumps=[xlacs_pb2.GraphDump(name=n, pbtxt=t) for n, t in dumps])
 
-    def Execute(self, request, context):
+    def Execute(self, received, context):
+        request, contents = received  # the contents apart when read in place (rpc/execute_wire.py)
         with self.service.shared_memory.lease(request.session_id) as lease:  # its regions stay open until it is done
-            inputs, keep = execute_io.inputs(request, self.service.resident, lease), execute_io.kept(request)
+            inputs = execute_io.inputs(request, contents, self.service.resident, lease)
+            keep = execute_io.kept(request)
             targets = execute_io.output_targets(request, lease)
             return execute_io.response(*self.gates.execute.run(
                 context, lambda call: self._execute(call, request.executable_id, inputs, keep, request.state_id)),
