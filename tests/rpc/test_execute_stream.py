@@ -259,3 +259,30 @@ def test_a_call_under_stream_bytes_goes_unary_its_tensors_whole(server):
         assert after["Execute"] - before.get("Execute", 0) > given["x:0"].nbytes
         np.testing.assert_array_equal(y, given["x:0"] * given["s:0"] + np.float32(1))
         assert m.tolist() == (given["n:0"] + 1).tolist()
+
+
+@pytest.mark.parametrize("case, says", [
+    ("short", "tensor 'x:0' carries 399996 bytes but its shape [100000] of float32 needs 400000"),
+    ("handle and bytes", "input 'x:0' has a handle and bytes too"),
+    ("truncated", "is not a well-formed xlacs.v1.ExecuteRequest"),
+])
+def test_a_large_execute_read_in_place_refuses_bad_input_naming_it(server, case, says):
+    """A request of READ_IN_PLACE_BYTES or more is read in place (rpc/execute_wire.py), with the checks of
+    protobuf's path: a content whose size disagrees with its shape, bytes beside a handle, a cut message."""
+    rows = 100_000  # 400 KB: read in place
+    with Client(server.address, timeout=120) as client:
+        executable = client.compile(*scale_graph(rows))
+        given = inputs(rows)
+        request = xlacs_pb2.ExecuteRequest(executable_id=executable.id)
+        for name, array in given.items():
+            tensors.fill(request.inputs.add(), name, array)
+        x = request.inputs[0]
+        if case == "short":
+            x.content = x.content[:-4]
+        elif case == "handle and bytes":
+            x.handle = "resident-1"
+        data = request.SerializeToString()
+        send = client.channel.unary_unary("/xlacs.v1.Compiler/Execute")
+        with pytest.raises(grpc.RpcError) as e:
+            send(data[:-100] if case == "truncated" else data, timeout=60)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and says in e.value.details()
