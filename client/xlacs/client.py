@@ -25,6 +25,7 @@ from xlacs.v1 import xlacs_pb2, xlacs_pb2_grpc
 T = TypeVar("T")
 MAX_MESSAGE_BYTES = 2 * 1024 ** 3 - 1
 INPUTS = xlacs_pb2.ExecuteRequest.INPUTS_FIELD_NUMBER
+OUTPUTS = xlacs_pb2.ExecuteResponse.OUTPUTS_FIELD_NUMBER
 VARIABLE_PREFIX = "variables/"  # the inputs of an unfrozen graph's resource variables
 # A target that resolves to several replicas (dns:/// of a headless Service or a compose service): each
 # channel connects to one of them at random and keeps it, so that clients spread over the replicas and a
@@ -126,12 +127,13 @@ class Executable:
         # A plain call holds nothing of one replica's: on UNAVAILABLE it is sent again, wherever the channel goes now.
         plain = state is None and not keep and not shared and all(isinstance(a, np.ndarray) for a in inputs.values())
 
-        def send() -> xlacs_pb2.ExecuteResponse:
+        def send() -> tuple[xlacs_pb2.ExecuteResponse, list | None]:
             request.executable_id = self.id
             return self._client.execute_written(wire.encode(request, INPUTS, pieces), timeout=self._client.timeout)
-        response = self._failover(send, retry_unavailable=plain)
-        return [out[t.name] if t.HasField("shared_memory") else resident.output(self._client, t)
-                for t in response.outputs]
+        response, contents = self._failover(send, retry_unavailable=plain)  # contents: read in place (wire.read)
+        return [out[t.name] if t.HasField("shared_memory") else
+                resident.output(self._client, t, contents[i] if contents is not None else None)
+                for i, t in enumerate(response.outputs)]
 
     def _failover(self, call: Callable[[], T], retry_unavailable: bool) -> T:
         """call()'s answer, call() naming this executable by self.id: where the daemon lacks the id (another replica,
@@ -207,10 +209,11 @@ class Client:
         if token:
             self.channel = grpc.intercept_channel(self.channel, BearerToken(token))
         self.stub = xlacs_pb2_grpc.CompilerStub(self.channel)
-        # Execute with its request written by xlacs.wire: an input's bytes are copied once into it, not three times
+        # Execute with its request written and its response read by xlacs.wire: a tensor's bytes are copied once
+        # each way, not three times
         self.execute_written = self.channel.unary_unary(
             "/xlacs.v1.Compiler/Execute", request_serializer=wire.as_is,
-            response_deserializer=xlacs_pb2.ExecuteResponse.FromString)
+            response_deserializer=lambda data: wire.read(data, xlacs_pb2.ExecuteResponse, OUTPUTS))
         self.timeout = timeout
         self.file_digests = FileDigests()  # compiling a file again hashes nothing
         self.blob_memo = BlobMemo()  # the weights of downloaded executables (Executable.local)

@@ -54,12 +54,13 @@ def input_piece(name: str, value) -> tuple[xlacs_pb2.Tensor, np.ndarray | None]:
     return tensors.head(name, value)
 
 
-def output(connection: Connection, tensor: xlacs_pb2.Tensor) -> np.ndarray | ResidentTensor:
-    """An output of an Execute on `connection`: its array, or the ResidentTensor of a kept one."""
+def output(connection: Connection, tensor: xlacs_pb2.Tensor, content=None) -> np.ndarray | ResidentTensor:
+    """An output of an Execute on `connection`: its array (from `content` when its bytes were read apart from it,
+    xlacs.wire.read), or the ResidentTensor of a kept one."""
     if tensor.handle:
         return ResidentTensor(tensor.handle, tensor.name, dtypes.to_numpy(tensor.dtype), tuple(tensor.shape),
                               connection)
-    return tensors.from_proto(tensor)
+    return tensors.from_proto(tensor) if content is None else tensors.from_view(tensor, content)
 
 
 def fetch_tensors(connection: Connection, resident_tensors: Iterable[ResidentTensor]) -> list[np.ndarray]:

@@ -128,7 +128,10 @@ for i, case in enumerate(args["cases"]):
     client.async_stream_infer(case["model"], [given], request_id=f"stream-{i}")
 outputs, seen = {}, []
 for i in range(len(args["cases"])):
-    result, error = answers.get(timeout=300)
+    try:
+        result, error = answers.get(timeout=ANSWER_S)
+    except queue.Empty:
+        sys.exit(f"answer {i + 1} of {len(args['cases'])} did not come within {ANSWER_S} s; those that came: {seen}")
     if error is not None:
         seen.append({"error": [error.status(), error.message()]})
         continue

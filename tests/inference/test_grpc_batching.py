@@ -20,7 +20,7 @@ for i in range(args["requests"]):
                        request_id=str(i))
 outputs, failures = {}, {}
 for _ in range(args["requests"]):
-    i, result, error = answers.get(timeout=300)
+    i, result, error = answers.get(timeout=ANSWER_S)
     if error is None:
         outputs[str(i)] = result.as_numpy("Identity")
     else:
@@ -49,7 +49,7 @@ for i in range(args["requests"]):
     client.async_stream_infer("gd", [given], request_id=str(i))
 outputs, order = {}, []
 for _ in range(args["requests"]):
-    result, error = answers.get(timeout=300)
+    result, error = answers.get(timeout=ANSWER_S)
     assert error is None, error
     order.append(result.get_response().id)
     outputs[order[-1]] = result.as_numpy("Identity")

@@ -17,6 +17,7 @@ TIMEOUT_S = 300
 PRELUDE = '''
 import json, sys
 import numpy as np
+ANSWER_S = 120  # a stream's wait for each answer: under TIMEOUT_S, so that a missing answer fails with what came
 _work = sys.argv[1]
 args = json.load(open(_work + "/args.json"))
 arrays = dict(np.load(_work + "/in.npz")) if args.pop("_has_arrays") else {}

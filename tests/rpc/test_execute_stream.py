@@ -262,14 +262,14 @@ def test_a_call_under_stream_bytes_goes_unary_its_tensors_whole(server):
 
 
 @pytest.mark.parametrize("case, says", [
-    ("short", "tensor 'x:0' carries 399996 bytes but its shape [100000] of float32 needs 400000"),
+    ("short", "tensor 'x:0' carries 1199996 bytes but its shape [300000] of float32 needs 1200000"),
     ("handle and bytes", "input 'x:0' has a handle and bytes too"),
     ("truncated", "is not a well-formed xlacs.v1.ExecuteRequest"),
 ])
 def test_a_large_execute_read_in_place_refuses_bad_input_naming_it(server, case, says):
     """A request of READ_IN_PLACE_BYTES or more is read in place (rpc/execute_wire.py), with the checks of
     protobuf's path: a content whose size disagrees with its shape, bytes beside a handle, a cut message."""
-    rows = 100_000  # 400 KB: read in place
+    rows = 300_000  # 1.2 MB: read in place
     with Client(server.address, timeout=120) as client:
         executable = client.compile(*scale_graph(rows))
         given = inputs(rows)

@@ -1,11 +1,10 @@
 """How Execute and ExecuteStream read their requests and write their responses (docs/data_plane.md), so that the
 daemon copies a tensor's bytes once each way, as the client does. A request's tensors are read in place with
 xlacs.wire: an ExecuteStream request reaches the servicer as (the ExecuteRequest without its inputs, its pieces as
-(Tensor without content, a view of the content in the received bytes)); an Execute request as (the ExecuteRequest, the
-content of each input as such a view, its Tensor holding none), or, under READ_IN_PLACE_BYTES, as (the ExecuteRequest
-protobuf parsed, None): walking the fields in Python costs a small request more than the copies it saves. The
-responses of both are the bytes execute_io wrote with xlacs.wire. Bytes that are no ExecuteRequest are refused as
-every request's are (rpc/malformed.py)."""
+(Tensor without content, a view of the content in the received bytes)); an Execute request as xlacs.wire.read gives
+it: (the ExecuteRequest, the content of each input as such a view, its Tensor holding none), or, under
+wire.READ_IN_PLACE_BYTES, (the ExecuteRequest protobuf parsed, None). The responses of both are the bytes execute_io
+wrote with xlacs.wire. Bytes that are no ExecuteRequest are refused as every request's are (rpc/malformed.py)."""
 import grpc
 from xlacs import wire
 from xlacs.v1 import xlacs_pb2
@@ -13,7 +12,6 @@ from xlacs.v1 import xlacs_pb2
 EXECUTE = "/xlacs.v1.Compiler/Execute"
 EXECUTE_STREAM = "/xlacs.v1.Compiler/ExecuteStream"
 INPUTS = xlacs_pb2.ExecuteRequest.INPUTS_FIELD_NUMBER
-READ_IN_PLACE_BYTES = 64 << 10
 
 
 def request_pieces(data: bytes) -> tuple[xlacs_pb2.ExecuteRequest, list[tuple[xlacs_pb2.Tensor, memoryview]]]:
@@ -21,11 +19,7 @@ def request_pieces(data: bytes) -> tuple[xlacs_pb2.ExecuteRequest, list[tuple[xl
 
 
 def execute_request(data: bytes) -> tuple[xlacs_pb2.ExecuteRequest, list[memoryview] | None]:
-    if len(data) < READ_IN_PLACE_BYTES:
-        return xlacs_pb2.ExecuteRequest.FromString(data), None
-    request, pieces = request_pieces(data)
-    request.inputs.extend(tensor for tensor, _ in pieces)
-    return request, [content for _, content in pieces]
+    return wire.read(data, xlacs_pb2.ExecuteRequest, INPUTS)
 
 
 class ExecuteWireInterceptor(grpc.ServerInterceptor):
