@@ -46,13 +46,25 @@ class PeerProcess:
         self.peer = peer
         self.directory = directory
         self.log = directory / f"peer-{_slug(peer)}.log"
-        with open(self.log, "w") as log:
+        self.log.write_text("")
+        self.failures: dict[pathlib.Path, str] = {}
+        self._start()
+
+    def _start(self) -> None:
+        with open(self.log, "a") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.peers.worker", peer], cwd=ROOT, text=True,
+                [sys.executable, "-m", "benchmarks.peers.worker", self.peer], cwd=ROOT, text=True,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
         self.built: collections.OrderedDict[pathlib.Path, None] = collections.OrderedDict()  # least recent first
-        self.failures: dict[pathlib.Path, str] = {}
+
+    def _alive(self) -> None:
+        """A process that has ended (the kernel's out-of-memory killer ended one) is started again before the next
+        build: the model it died on failed, the models after it get a process of their own."""
+        if self.process.poll() is not None:
+            with open(self.log, "a") as log:
+                log.write(f"--- {self.peer} ended ({self._exited()}); started again\n")
+            self._start()
 
     def _exited(self) -> str:
         status = self.process.poll()
@@ -88,6 +100,7 @@ class PeerProcess:
 
     def build(self, graph: GraphFiles) -> float:
         """Builds the peer anew for `graph`: milliseconds to build it and get its first result."""
+        self._alive()
         self.built.pop(graph.directory, None)
         try:
             ms = self._request(BUILD_TIMEOUT_S, op="build", graph=str(graph.directory))["first_call_ms"]
@@ -104,6 +117,7 @@ class PeerProcess:
         """Builds the peer for `graph` unless it is built; raises PeerFailed if its last build failed."""
         if graph.directory in self.failures:
             raise PeerFailed(self.failures[graph.directory])
+        self._alive()
         if graph.directory in self.built:
             self.built.move_to_end(graph.directory)
         else:

@@ -77,13 +77,19 @@ def test_a_peer_keeps_its_last_builds_and_builds_a_dropped_one_again_when_it_is_
     assert list(tf_graph.built) == [g.directory for g in (graphs[2], graphs[0])]
 
 
-def test_a_peer_killed_by_a_signal_says_so_rather_than_quoting_its_log(tmp_path):
+def test_a_peer_killed_by_a_signal_says_so_and_the_next_model_gets_a_process_again(tmp_path):
     peer = remote.PeerProcess(peers.TF_GRAPH, tmp_path)
+    graph = peer_graph(tmp_path)
     try:
+        peer.ready(graph)
+        killed = peer.process.pid
         peer.process.send_signal(signal.SIGKILL)
         peer.process.wait(30)
         with pytest.raises(peers.PeerFailed, match="killed by SIGKILL .*out-of-memory killer"):
-            peer.build(peer_graph(tmp_path))
+            peer.turn(graph, 0.05, 1)
+        peer.ready(graph)  # a new process, which builds the graph again
+        assert peer.process.pid != killed and len(peer.turn(graph, 0.05, 1)) >= 1
+        assert "ended (the TF graph mode process was killed by SIGKILL" in peer.log.read_text()
     finally:
         peer.stop()
 
