@@ -18,7 +18,7 @@ from xlacs.v1 import xlacs_pb2
 
 METHOD = "/xlacs.v1.Compiler/ExecuteStream"
 
-# Measured (docs/data_plane.md, 2026-11-28, with Execute's tensors written once by xlacs.wire): unary took
+# Measured (docs/data_plane.md, 2026-11-28, AMD EPYC with AVX-512, with Execute's tensors written once): unary took
 # 0.79-0.81x the stream's time at 1 MiB one way, 0.80-0.89x at 2 MiB, 0.85-0.95x at 4 MiB, 0.83x at 1 MiB each way
 # and 0.97x at 2 MiB each way; the stream took 0.95x at 4 MiB each way and 0.42-0.84x at 8 MiB. Below 4 MiB moved, a
 # stream's extra messages cost more than the copies it saves.

@@ -116,6 +116,8 @@ BAD_PIECES = {  # case -> (the pieces, in requests of one piece each; what the m
     "first piece not at 0": ([piece("x:0", bytes(16), 16, tf.DT_FLOAT, (ROWS,))], "its first piece is at offset 16"),
     "unsupported dtype": ([first("x:0", bytes(16), dtype=tf.DT_STRING)], "dtype string"),
     "negative dimension": ([first("x:0", b"", (-1,))], "negative dimension"),
+    "a handle and bytes": ([xlacs_pb2.Tensor(name="x:0", handle="resident-1", content=bytes(16))],
+                           "has a handle and bytes too"),
 }
 
 
