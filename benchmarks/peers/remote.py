@@ -33,6 +33,12 @@ STOP_TIMEOUT_S = 30
 # conversions and ONNX Runtime's sessions among them) took the ONNX Runtime process past 6.9 GB, and the kernel's
 # out-of-memory killer ended it; a dropped build is built again when it is next needed.
 MAX_BUILT = 2
+# A peer whose process holds more than this share of the machine's memory ends, and a new one takes its place,
+# before its next build. A process starts at about 0.7 GB. With twelve models on 23.5 GiB, TF XLA's grew to 5.3 GB,
+# TF graph mode's to 3.9 GB and tf2jax's to 3.2 GB (builds dropped, their memory not given back), until tf2onnx's
+# conversion of InceptionV3 (ONNX Runtime's process from 1 to 6.7 GB) found none left: the kernel's
+# out-of-memory killer ended ONNX Runtime's process, and TF XLA's at BertEncoder-b8.
+MEMORY_SHARE = 1 / 10
 
 
 def _slug(name: str) -> str:
@@ -42,12 +48,15 @@ def _slug(name: str) -> str:
 class PeerProcess:
     """One peer's process. A build that fails is remembered per graph: `ready` raises its reason again."""
 
-    def __init__(self, peer: str, directory: pathlib.Path):
+    def __init__(self, peer: str, directory: pathlib.Path,
+                 max_rss_bytes: int = int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * MEMORY_SHARE)):
         self.peer = peer
         self.directory = directory
+        self.max_rss_bytes = max_rss_bytes
         self.log = directory / f"peer-{_slug(peer)}.log"
         self.log.write_text("")
         self.failures: dict[pathlib.Path, str] = {}
+        self.warm_up: pathlib.Path | None = None  # the first graph it built: a new process builds it first
         self._start()
 
     def _start(self) -> None:
@@ -62,9 +71,32 @@ class PeerProcess:
         """A process that has ended (the kernel's out-of-memory killer ended one) is started again before the next
         build: the model it died on failed, the models after it get a process of their own."""
         if self.process.poll() is not None:
-            with open(self.log, "a") as log:
-                log.write(f"--- {self.peer} ended ({self._exited()}); started again\n")
-            self._start()
+            self._restart(f"ended ({self._exited()})")
+
+    def _within_memory(self) -> None:
+        """A process that has built since it started and holds more than max_rss_bytes (MEMORY_SHARE) ends, and a
+        new one takes its place; its builds are lost."""
+        if self.built and (rss := self.rss_bytes()) > self.max_rss_bytes:
+            self.stop()
+            self._restart(f"held {rss / 2**30:.1f} GiB, over its {self.max_rss_bytes / 2**30:.1f} GiB")
+
+    def _restart(self, why: str) -> None:
+        """A new process, which builds the first graph the last one built and drops it: a process's first build pays
+        for initialising its engine, and the first calls it times must not (compile_latency's warm-up)."""
+        with open(self.log, "a") as log:
+            log.write(f"--- {self.peer} {why}; started again\n")
+        self._start()
+        if self.warm_up is not None:
+            self._request(BUILD_TIMEOUT_S, op="build", graph=str(self.warm_up))
+            self._request(TURN_MARGIN_S, op="drop", graph=str(self.warm_up))
+
+    def rss_bytes(self) -> int:
+        """The process's resident memory; 0 once it has ended (the next request says why)."""
+        try:
+            status = pathlib.Path(f"/proc/{self.process.pid}/status").read_text()
+        except FileNotFoundError:
+            return 0
+        return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE).group(1)) * 1024
 
     def _exited(self) -> str:
         status = self.process.poll()
@@ -101,6 +133,7 @@ class PeerProcess:
     def build(self, graph: GraphFiles) -> float:
         """Builds the peer anew for `graph`: milliseconds to build it and get its first result."""
         self._alive()
+        self._within_memory()
         self.built.pop(graph.directory, None)
         try:
             ms = self._request(BUILD_TIMEOUT_S, op="build", graph=str(graph.directory))["first_call_ms"]
@@ -108,6 +141,7 @@ class PeerProcess:
             self.failures[graph.directory] = str(e)
             raise
         self.failures.pop(graph.directory, None)
+        self.warm_up = self.warm_up or graph.directory
         self.built[graph.directory] = None
         while len(self.built) > MAX_BUILT:
             self._request(TURN_MARGIN_S, op="drop", graph=str(self.built.popitem(last=False)[0]))

@@ -94,9 +94,30 @@ def test_a_peer_killed_by_a_signal_says_so_and_the_next_model_gets_a_process_aga
         peer.stop()
 
 
-def peer_graph(directory):
+def test_a_peer_over_its_share_of_memory_gets_a_new_process_warmed_by_its_first_graph_before_the_next_build(tmp_path):
+    peer = remote.PeerProcess(peers.TF_GRAPH, tmp_path)
+    first, second = peer_graph(tmp_path), peer_graph(tmp_path, "add-again")
+    try:
+        peer.ready(first)
+        old, peer.max_rss_bytes = peer.process.pid, peer.rss_bytes() - 1
+        sent, request = [], peer._request
+        peer._request = lambda timeout_s, **command: sent.append(command) or request(timeout_s, **command)
+        peer.ready(second)
+        assert peer.process.pid != old and list(peer.built) == [second.directory]
+        assert f"held {(peer.max_rss_bytes + 1) / 2**30:.1f} GiB, over its" in peer.log.read_text()
+        # The new process built the first graph and dropped it before the second.
+        assert [(c["op"], c["graph"]) for c in sent] == [("build", str(first.directory)), ("drop", str(first.directory)),
+                                                         ("build", str(second.directory))]
+        with pytest.raises(peers.PeerFailed, match="KeyError"):
+            peer.outputs(first)
+        assert len(peer.turn(second, 0.05, 1)) >= 1
+    finally:
+        peer.stop()
+
+
+def peer_graph(directory, name="add"):
     tiny = models.tiny_add()
-    return write_graph_files(directory / "add", tiny.frozen.graph_def, tiny.frozen.feeds, tiny.frozen.fetches,
+    return write_graph_files(directory / name, tiny.frozen.graph_def, tiny.frozen.feeds, tiny.frozen.fetches,
                              tiny.inputs)
 
 
