@@ -214,6 +214,26 @@ def test_depthwise_conv2d_layouts(client, case, data_format):
                         depthwise_inputs(data_format, 2), oracle=depthwise_oracle(attrs))
 
 
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("multiplier", [1, 2])
+@pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=case_id)
+def test_conv2d_with_one_input_channel_per_group_is_a_depthwise_convolution(client, case, multiplier, data_format):
+    """Keras' Conv2D(groups=channels) (ConvNeXt's 7x7): the XLA:CPU override runs it as DepthwiseConv2dNative's
+    shifted multiply-adds, against TF's depthwise kernel with the filter [h, w, 1, channels * m] as [h, w, channels, m]."""
+    attrs = conv_attrs(*case, data_format)
+    x, w = depthwise_inputs(data_format, multiplier)
+    compile_and_compare(client, lambda x, g: raw.Conv2D(input=x, filter=g, **attrs), [x, w.reshape(3, 2, 1, -1)],
+                        oracle=lambda x, g: depthwise_oracle(attrs)(x, tf.reshape(g, w.shape)))
+
+
+def test_only_a_conv2d_with_one_input_channel_per_group_is_no_convolution_on_cpu():
+    attrs = conv_attrs(1, 1, "SAME", "NHWC")
+    x = rand((1, 6, 6, 4))
+    for filter_shape, convolution in [((3, 3, 1, 8), False), ((3, 3, 2, 8), True), ((3, 3, 4, 8), True)]:
+        lowered = lowered_for("cpu", lambda x, g: raw.Conv2D(input=x, filter=g, **attrs), [x, rand(filter_shape)])
+        assert ("stablehlo.convolution" in lowered.as_text()) == convolution, filter_shape
+
+
 def lowered_for(platform: str, fn, args):
     """fn's frozen graph through the service's passes, lowered for `platform` and jitted on this machine's
     device: the way to run the generic rule of an op that has an XLA:CPU override."""

@@ -2,7 +2,8 @@
 
 XLA:CPU runs a depthwise convolution lowered as a grouped convolution (feature_group_count = channels)
 about 30x slower than the same computation written as k*k shifted, strided multiply-adds, which XLA
-fuses into one loop. MobileNetV2 and EfficientNetB0 spend most of their time there. Its reduce_window is a
+fuses into one loop. MobileNetV2 and EfficientNetB0 spend most of their time there, and ConvNeXt in its 7x7
+Conv2D with one input channel per group (Keras' Conv2D(groups=channels)), a depthwise convolution too. Its reduce_window is a
 naive loop nest too: max and average pooling written as a max or sum of the window's shifted slices run 1.6-9x
 faster (InceptionV3 pools 13 times).
 """
@@ -14,7 +15,8 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.conv import check_convolution, check_operands, conv_padding, spatial
+from xlacs_server.lower.ops.conv import CONV_DTYPES, check_convolution, check_operands, conv2d, conv_padding, spatial
+from xlacs_server.lower.ops.nn import channel_axis
 from xlacs_server.lower.ops.pool import MAX_POOL_DTYPES, avg_pool, geometry, max_pool, operands
 from xlacs_server.lower.registry import register_op
 
@@ -66,12 +68,32 @@ def depthwise_conv2d_cpu(ctx, input, filter, *, T, strides, padding, explicit_pa
     check_operands(ctx, T, input, filter)
     check_convolution(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
                       data_format=data_format, dilations=dilations, depthwise=True)
+    return [_depthwise(input, filter, strides, padding, explicit_paddings, data_format, dilations)]
+
+
+@register_op("Conv2D", dtypes=CONV_DTYPES, platform="cpu")
+def conv2d_cpu(ctx, input, filter, *, T, strides, padding, use_cudnn_on_gpu, explicit_paddings, data_format,
+               dilations):
+    """A float Conv2D whose filter [h, w, 1, channels * m] has one input channel per group is a depthwise
+    convolution with the filter [h, w, channels, m]; any other Conv2D is the generic rule's."""
+    channels = input.shape[channel_axis(data_format, 4)] if np.ndim(input) == 4 else None
+    if T not in D.FLOAT or np.ndim(filter) != 4 or filter.shape[2] != 1 or channels in (None, 1):
+        return conv2d(ctx, input, filter, T=T, strides=strides, padding=padding, use_cudnn_on_gpu=use_cudnn_on_gpu,
+                      explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)
+    check_operands(ctx, T, input, filter)
+    check_convolution(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
+                      data_format=data_format, dilations=dilations, depthwise=False)
+    kernel = jnp.reshape(filter, (*filter.shape[:2], channels, filter.shape[3] // channels))
+    return [_depthwise(input, kernel, strides, padding, explicit_paddings, data_format, dilations)]
+
+
+def _depthwise(input, kernel, strides, padding, explicit_paddings, data_format, dilations):
     nchw = data_format.startswith("NC")
     x = jnp.transpose(input, (0, 2, 3, 1)) if nchw else input
-    y = depthwise_shifted(x, filter, strides=spatial(strides, data_format, 4),
+    y = depthwise_shifted(x, kernel, strides=spatial(strides, data_format, 4),
                           padding=conv_padding(padding, explicit_paddings, data_format, 4),
                           dilations=spatial(dilations, data_format, 4))
-    return [jnp.transpose(y, (0, 3, 1, 2)) if nchw else y]
+    return jnp.transpose(y, (0, 3, 1, 2)) if nchw else y
 
 
 @register_op("MaxPool", dtypes=MAX_POOL_DTYPES, platform="cpu")
