@@ -4,6 +4,7 @@ measured. OpenVINO and ONNX Runtime are in the test extra: a missing one fails h
 import os
 import signal
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -47,6 +48,22 @@ def test_onnx_runtime_runs_tensorflows_exact_gelu_whose_erfc_tf2onnx_leaves_unco
     row = execute_latency.measure_model(client, peer_processes, gelu, seconds=0.2)
     assert row["errors"] == {}
     assert row["max_relative_error_vs_tf_graph"][peers.ONNX_RUNTIME] < 1e-6
+
+
+def test_onnx_runtime_and_xlacs_run_a_grouped_convolution_that_keras_wraps_in_a_function_not_to_inline(
+        client, peer_processes):
+    """Keras 3's Conv2D(groups=channels), as in ConvNeXt: a call of a function marked _XlaMustCompile and _noinline,
+    whose Conv2D has one input channel per group (xlacs' XLA:CPU depthwise rule runs it)."""
+    keras.utils.set_random_seed(0)
+    conv = keras.layers.Conv2D(8, 3, padding="same", groups=8)
+    frozen = freeze(tf.function(lambda x: conv(x)), tf.TensorSpec((1, 6, 6, 8), tf.float32))
+    library = tf.compat.v1.GraphDef.FromString(frozen.graph_def).library.function
+    assert any(f.attr["_XlaMustCompile"].b and f.attr["_noinline"].b for f in library)
+    grouped = models.Model("grouped Conv2D", frozen, [np.linspace(-2, 2, 288, dtype=np.float32).reshape(1, 6, 6, 8)])
+    row = execute_latency.measure_model(client, peer_processes, grouped, seconds=0.2)
+    assert row["errors"] == {}
+    for peer in (peers.XLACS, peers.ONNX_RUNTIME):
+        assert row["max_relative_error_vs_tf_graph"][peer] < 1e-6, peer
 
 
 def test_a_peer_that_cannot_build_a_graph_says_why_and_the_others_go_on(client, peer_processes):
