@@ -226,12 +226,39 @@ def test_conv2d_with_one_input_channel_per_group_is_a_depthwise_convolution(clie
                         oracle=lambda x, g: depthwise_oracle(attrs)(x, tf.reshape(g, w.shape)))
 
 
-def test_only_a_conv2d_with_one_input_channel_per_group_is_no_convolution_on_cpu():
+def grouped_oracle(attrs, groups):
+    """A grouped Conv2D as one TF Conv2D per group (NHWC, the dilation spread into the kernel), concatenated."""
+    rates = spatial_rates(attrs)
+
+    def oracle(x, w):
+        x, = channels_last_args(attrs["data_format"], x)
+        y = tf.concat([raw.Conv2D(input=a, filter=dilated(b, rates), **undilated(attrs))
+                       for a, b in zip(tf.split(x, groups, axis=3), tf.split(w, groups, axis=3))], axis=3)
+        return to_channels_first(y) if attrs["data_format"].startswith("NC") else y
+    return oracle
+
+
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=case_id)
+def test_grouped_conv2d_runs_as_one_convolution_per_group(client, case, data_format):
+    """ResNeXt's grouped 3x3: 3 groups of 4 input channels, 2 outputs each."""
+    attrs = conv_attrs(*case, data_format)
+    args = [rand(in_layout((2, 9, 8, 12), data_format)), rand((3, 2, 4, 6))]
+    compile_and_compare(client, lambda x, w: raw.Conv2D(input=x, filter=w, **attrs), args,
+                        oracle=grouped_oracle(attrs, 3))
+
+
+def test_what_a_conv2d_lowers_to_on_cpu_by_its_groups():
+    """One input channel per group: no convolution (shifted multiply-adds); 4 or more in up to 32 groups: one
+    ungrouped convolution per group; else XLA's grouped convolution, as on any other platform."""
     attrs = conv_attrs(1, 1, "SAME", "NHWC")
-    x = rand((1, 6, 6, 4))
-    for filter_shape, convolution in [((3, 3, 1, 8), False), ((3, 3, 2, 8), True), ((3, 3, 4, 8), True)]:
-        lowered = lowered_for("cpu", lambda x, g: raw.Conv2D(input=x, filter=g, **attrs), [x, rand(filter_shape)])
-        assert ("stablehlo.convolution" in lowered.as_text()) == convolution, filter_shape
+    for channels, filter_shape, convolutions, groups in [(4, (3, 3, 1, 8), 0, None), (8, (3, 3, 4, 8), 2, 1),
+                                                         (4, (3, 3, 4, 8), 1, 1), (4, (3, 3, 2, 8), 1, 2),
+                                                         (256, (3, 3, 4, 256), 1, 64)]:
+        lowered = lowered_for("cpu", lambda x, g: raw.Conv2D(input=x, filter=g, **attrs),
+                              [rand((1, 6, 6, channels)), rand(filter_shape)]).as_text()
+        assert lowered.count("stablehlo.convolution") == convolutions, filter_shape
+        assert groups is None or f"feature_group_count = {groups} " in lowered, filter_shape
 
 
 def lowered_for(platform: str, fn, args):

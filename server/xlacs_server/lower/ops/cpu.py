@@ -3,7 +3,8 @@
 XLA:CPU runs a depthwise convolution lowered as a grouped convolution (feature_group_count = channels)
 about 30x slower than the same computation written as k*k shifted, strided multiply-adds, which XLA
 fuses into one loop. MobileNetV2 and EfficientNetB0 spend most of their time there, and ConvNeXt in its 7x7
-Conv2D with one input channel per group (Keras' Conv2D(groups=channels)), a depthwise convolution too. Its reduce_window is a
+Conv2D with one input channel per group (Keras' Conv2D(groups=channels)), a depthwise convolution too. Other grouped
+convolutions (ResNeXt's) run faster as one convolution per group. Its reduce_window is a
 naive loop nest too: max and average pooling written as a max or sum of the window's shifted slices run 1.6-9x
 faster (InceptionV3 pools 13 times).
 """
@@ -15,7 +16,8 @@ import numpy as np
 from jax import lax
 
 from xlacs_server.lower import dtypes as D
-from xlacs_server.lower.ops.conv import CONV_DTYPES, check_convolution, check_operands, conv2d, conv_padding, spatial
+from xlacs_server.lower.ops.conv import (CONV_DTYPES, check_convolution, check_operands, conv2d, conv_padding, convolve,
+                                         spatial)
 from xlacs_server.lower.ops.nn import channel_axis
 from xlacs_server.lower.ops.pool import MAX_POOL_DTYPES, avg_pool, geometry, max_pool, operands
 from xlacs_server.lower.registry import register_op
@@ -23,6 +25,11 @@ from xlacs_server.lower.registry import register_op
 # Pooling windows up to this many elements become shifted slices (measured up to 8x8, every size faster); a
 # larger window stays a reduce_window, since each element of it is a slice for XLA to compile.
 MAX_SHIFTED_WINDOW = 64
+# A grouped convolution of up to MAX_SPLIT_GROUPS groups of at least MIN_SPLIT_GROUP_CHANNELS input channels each runs
+# as one convolution per group: 1.3-1.9x faster than XLA:CPU's grouped convolution at 8 and 32 groups of 4-32 channels,
+# as fast at 7x7x1024, slower at 2 channels a group (docs/performance.md); more groups were not measured.
+MAX_SPLIT_GROUPS = 32
+MIN_SPLIT_GROUP_CHANNELS = 4
 
 
 def shifted_windows(x, window, strides, dilations):
@@ -68,26 +75,35 @@ def depthwise_conv2d_cpu(ctx, input, filter, *, T, strides, padding, explicit_pa
     check_operands(ctx, T, input, filter)
     check_convolution(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
                       data_format=data_format, dilations=dilations, depthwise=True)
-    return [_depthwise(input, filter, strides, padding, explicit_paddings, data_format, dilations)]
+    return [_depthwise(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
+                       data_format=data_format, dilations=dilations)]
 
 
 @register_op("Conv2D", dtypes=CONV_DTYPES, platform="cpu")
 def conv2d_cpu(ctx, input, filter, *, T, strides, padding, use_cudnn_on_gpu, explicit_paddings, data_format,
                dilations):
-    """A float Conv2D whose filter [h, w, 1, channels * m] has one input channel per group is a depthwise
-    convolution with the filter [h, w, channels, m]; any other Conv2D is the generic rule's."""
-    channels = input.shape[channel_axis(data_format, 4)] if np.ndim(input) == 4 else None
-    if T not in D.FLOAT or np.ndim(filter) != 4 or filter.shape[2] != 1 or channels in (None, 1):
+    """A grouped float Conv2D: with one input channel per group (filter [h, w, 1, channels * m]) a depthwise
+    convolution with the filter [h, w, channels, m]; with MIN_SPLIT_GROUP_CHANNELS or more, in up to MAX_SPLIT_GROUPS
+    groups, one ungrouped convolution per group, concatenated. Any other Conv2D is the generic rule's."""
+    channels = input.shape[channel_axis(data_format, 4)] if np.ndim(input) == 4 and np.ndim(filter) == 4 else 0
+    groups = channels // filter.shape[2] if channels and filter.shape[2] else 1
+    split = MIN_SPLIT_GROUP_CHANNELS <= filter.shape[2] and groups <= MAX_SPLIT_GROUPS
+    if T not in D.FLOAT or groups == 1 or (filter.shape[2] > 1 and not split):
         return conv2d(ctx, input, filter, T=T, strides=strides, padding=padding, use_cudnn_on_gpu=use_cudnn_on_gpu,
                       explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)
     check_operands(ctx, T, input, filter)
-    check_convolution(input, filter, strides=strides, padding=padding, explicit_paddings=explicit_paddings,
-                      data_format=data_format, dilations=dilations, depthwise=False)
-    kernel = jnp.reshape(filter, (*filter.shape[:2], channels, filter.shape[3] // channels))
-    return [_depthwise(input, kernel, strides, padding, explicit_paddings, data_format, dilations)]
+    conv = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings, data_format=data_format,
+                dilations=dilations)
+    check_convolution(input, filter, **conv, depthwise=False)
+    if filter.shape[2] == 1:
+        kernel = jnp.reshape(filter, (*filter.shape[:2], channels, filter.shape[3] // channels))
+        return [_depthwise(input, kernel, **conv)]
+    axis = channel_axis(data_format, 4)
+    return [jnp.concatenate([convolve(x, w, **conv) for x, w in
+                             zip(jnp.split(input, groups, axis), jnp.split(filter, groups, 3))], axis)]
 
 
-def _depthwise(input, kernel, strides, padding, explicit_paddings, data_format, dilations):
+def _depthwise(input, kernel, *, strides, padding, explicit_paddings, data_format, dilations):
     nchw = data_format.startswith("NC")
     x = jnp.transpose(input, (0, 2, 3, 1)) if nchw else input
     y = depthwise_shifted(x, kernel, strides=spatial(strides, data_format, 4),
