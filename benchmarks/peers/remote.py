@@ -19,6 +19,7 @@ import numpy as np
 
 from benchmarks.peers import BUILDERS, PeerFailed, runs
 from benchmarks.peers.files import GraphFiles, write_graph_files
+from xlacs_server.daemon_process import resident_bytes
 
 if TYPE_CHECKING:
     from benchmarks.models import Model
@@ -39,6 +40,7 @@ MAX_BUILT = 2
 # conversion of InceptionV3 (ONNX Runtime's process from 1 to 6.7 GB) found none left: the kernel's
 # out-of-memory killer ended ONNX Runtime's process, and TF XLA's at BertEncoder-b8.
 MEMORY_SHARE = 1 / 10
+MAX_RSS_BYTES = int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * MEMORY_SHARE)
 
 
 def _slug(name: str) -> str:
@@ -48,11 +50,10 @@ def _slug(name: str) -> str:
 class PeerProcess:
     """One peer's process. A build that fails is remembered per graph: `ready` raises its reason again."""
 
-    def __init__(self, peer: str, directory: pathlib.Path,
-                 max_rss_bytes: int = int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * MEMORY_SHARE)):
+    def __init__(self, peer: str, directory: pathlib.Path):
         self.peer = peer
         self.directory = directory
-        self.max_rss_bytes = max_rss_bytes
+        self.max_rss_bytes = MAX_RSS_BYTES
         self.log = directory / f"peer-{_slug(peer)}.log"
         self.log.write_text("")
         self.failures: dict[pathlib.Path, str] = {}
@@ -76,7 +77,7 @@ class PeerProcess:
     def _within_memory(self) -> None:
         """A process that has built since it started and holds more than max_rss_bytes (MEMORY_SHARE) ends, and a
         new one takes its place; its builds are lost."""
-        if self.built and (rss := self.rss_bytes()) > self.max_rss_bytes:
+        if self.built and (rss := resident_bytes(self.process.pid)) > self.max_rss_bytes:
             self.stop()
             self._restart(f"held {rss / 2**30:.1f} GiB, over its {self.max_rss_bytes / 2**30:.1f} GiB")
 
@@ -89,14 +90,6 @@ class PeerProcess:
         if self.warm_up is not None:
             self._request(BUILD_TIMEOUT_S, op="build", graph=str(self.warm_up))
             self._request(TURN_MARGIN_S, op="drop", graph=str(self.warm_up))
-
-    def rss_bytes(self) -> int:
-        """The process's resident memory; 0 once it has ended (the next request says why)."""
-        try:
-            status = pathlib.Path(f"/proc/{self.process.pid}/status").read_text()
-        except FileNotFoundError:
-            return 0
-        return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE).group(1)) * 1024
 
     def _exited(self) -> str:
         status = self.process.poll()

@@ -24,6 +24,15 @@ def free_port() -> int:
 STARTED = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+) and the dashboard on http://[^:]+:(\d+)")
 
 
+def resident_bytes(pid: int) -> int:
+    """The resident memory of process `pid` (Linux); 0 once it has ended."""
+    try:
+        status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return 0
+    return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE).group(1)) * 1024
+
+
 class DaemonProcess:
     """Started when made; `port` 0 picks a free one, which a restart (`stop()`, `start()`) keeps. `python` runs
     it: this process's interpreter, or another environment's (another jax, tests/compat)."""
@@ -54,8 +63,7 @@ class DaemonProcess:
         return Client(self.address, timeout=timeout)
 
     def rss_mib(self) -> float:
-        status = pathlib.Path(f"/proc/{self.pid}/status").read_text()
-        return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
+        return resident_bytes(self.pid) / 2**20
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM, as an orchestrator stops a replica; kills it after `timeout`. Returns the exit code."""

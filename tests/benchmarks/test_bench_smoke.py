@@ -15,6 +15,7 @@ from benchmarks.peers.files import write_graph_files
 from benchmarks.peers.remote import PeerProcesses
 from benchmarks.raw_grpc import RawGrpc
 from xlacs.freeze import FrozenGraph, freeze
+from xlacs_server.daemon_process import resident_bytes
 
 # The peers whose packages the tests install (tf2jax and TF XLA run in scripts/bench; each peer process imports
 # its engine, so fewer processes keep this test quick).
@@ -116,7 +117,7 @@ def test_a_peer_over_its_share_of_memory_gets_a_new_process_warmed_by_its_first_
     first, second = peer_graph(tmp_path), peer_graph(tmp_path, "add-again")
     try:
         peer.ready(first)
-        old, peer.max_rss_bytes = peer.process.pid, peer.rss_bytes() - 1
+        old, peer.max_rss_bytes = peer.process.pid, resident_bytes(peer.process.pid) - 1
         sent, request = [], peer._request
         peer._request = lambda timeout_s, **command: sent.append(command) or request(timeout_s, **command)
         peer.ready(second)

@@ -85,17 +85,19 @@ def conv2d_cpu(ctx, input, filter, *, T, strides, padding, use_cudnn_on_gpu, exp
     """A grouped float Conv2D: with one input channel per group (filter [h, w, 1, channels * m]) a depthwise
     convolution with the filter [h, w, channels, m]; with MIN_SPLIT_GROUP_CHANNELS or more, in up to MAX_SPLIT_GROUPS
     groups, one ungrouped convolution per group, concatenated. Any other Conv2D is the generic rule's."""
-    channels = input.shape[channel_axis(data_format, 4)] if np.ndim(input) == 4 and np.ndim(filter) == 4 else 0
-    groups = channels // filter.shape[2] if channels and filter.shape[2] else 1
-    split = MIN_SPLIT_GROUP_CHANNELS <= filter.shape[2] and groups <= MAX_SPLIT_GROUPS
-    if T not in D.FLOAT or groups == 1 or (filter.shape[2] > 1 and not split):
+    rank_4 = np.ndim(input) == 4 and np.ndim(filter) == 4  # other ranks: the generic rule refuses them
+    channels, per_group = (input.shape[channel_axis(data_format, 4)], filter.shape[2]) if rank_4 else (0, 0)
+    groups = channels // per_group if per_group else 1
+    depthwise = per_group == 1
+    split = per_group >= MIN_SPLIT_GROUP_CHANNELS and groups <= MAX_SPLIT_GROUPS
+    if T not in D.FLOAT or groups == 1 or not (depthwise or split):
         return conv2d(ctx, input, filter, T=T, strides=strides, padding=padding, use_cudnn_on_gpu=use_cudnn_on_gpu,
                       explicit_paddings=explicit_paddings, data_format=data_format, dilations=dilations)
     check_operands(ctx, T, input, filter)
     conv = dict(strides=strides, padding=padding, explicit_paddings=explicit_paddings, data_format=data_format,
                 dilations=dilations)
     check_convolution(input, filter, **conv, depthwise=False)
-    if filter.shape[2] == 1:
+    if depthwise:
         kernel = jnp.reshape(filter, (*filter.shape[:2], channels, filter.shape[3] // channels))
         return [_depthwise(input, kernel, **conv)]
     axis = channel_axis(data_format, 4)
