@@ -1,6 +1,7 @@
 """XLA's options are checked before they reach XLA: a bad XLA_FLAGS or xla_options stops `xlacs serve` at start
 with one line naming the flag, instead of an abort; good options reach every compile."""
 import os
+import re
 import subprocess
 import sys
 
@@ -115,16 +116,29 @@ def test_options_set_merge_with_the_defaults():
     """A user's option keeps the defaults, one of a default's name replaces its value, `-name` drops it."""
     compiled = CompilationService(settings(xla_options=("xla_cpu_enable_fast_math=false",))).compile(conv_spec())
     assert "__ynn_fusion" not in compiled.loaded.executable.compiled.as_text()
-    ynn = "xla_cpu_experimental_ynn_fusion_type"
-    assert xla_options.DEFAULTS == {ynn: "auto"}
-    assert xla_options.parse(()) == {ynn: "auto"}
-    assert xla_options.parse(("xla_cpu_use_onednn=true",)) == {ynn: "auto", "xla_cpu_use_onednn": True}
-    assert xla_options.parse((f"{ynn}=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",)) == {
-        ynn: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
-    assert xla_options.parse((f"-{ynn}", "xla_cpu_use_onednn=true")) == {"xla_cpu_use_onednn": True}
+    ynn, width = "xla_cpu_experimental_ynn_fusion_type", "xla_cpu_prefer_vector_width"
+    assert xla_options.DEFAULTS == {ynn: "auto", width: 512}
+    assert xla_options.parse(()) == {ynn: "auto", width: 512}
+    assert xla_options.parse(("xla_cpu_use_onednn=true",)) == {ynn: "auto", width: 512, "xla_cpu_use_onednn": True}
+    assert xla_options.parse((f"{ynn}=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT", f"{width}=256")) == {
+        ynn: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT", width: 256}
+    assert xla_options.parse((f"-{ynn}", "xla_cpu_use_onednn=true")) == {width: 512, "xla_cpu_use_onednn": True}
     with pytest.raises(ValueError, match="drops xla_cpu_use_onednn, which is not a default"):
         xla_options.parse(("-xla_cpu_use_onednn",))
     with pytest.raises(ValueError, match=f"sets {ynn} twice"):
         xla_options.parse((f"-{ynn}", f"{ynn}="))
     with pytest.raises(ValueError, match="is not name=value"):
         xla_options.parse(("xla_cpu_use_onednn",))
+
+
+def test_xla_loops_are_vectorized_512_bits_wide_by_default(tmp_path):
+    """XLA:CPU compiles each fusion for vectors of the width `xla_cpu_prefer_vector_width` asks for: 512 bits by
+    default (docs/performance.md), XLA's own 256 when xla_options drops it; LLVM's attribute on the fusion's IR
+    says which."""
+    def widths(*options):
+        dump = tmp_path / str(len(list(tmp_path.iterdir())))
+        CompilationService(settings(xla_options=(f"xla_dump_to={dump}", *options))).compile(spec())
+        ir = "".join(p.read_text() for p in dump.glob("*.ir-with-opt.ll"))
+        return set(re.findall(r'"prefer-vector-width"="(\d+)"', ir))
+    assert widths() == {"512"}
+    assert widths("-xla_cpu_prefer_vector_width") == {"256"}

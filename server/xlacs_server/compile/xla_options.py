@@ -27,9 +27,12 @@ YNN = "xla_cpu_experimental_ynn_fusion_type"  # which ops XLA:CPU gives to YNNPA
 PER_PROGRAM = "auto"  # YNN's value that for_program resolves for each program
 YNN_DOTS = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
 FUSION_EMITTERS = "xla_cpu_use_fusion_emitters"  # false: XLA:CPU's older elemental emitters (gone in jaxlib 0.11)
-# Set on every compile unless xla_options names them (docs/performance.md, XLA:CPU's convolution library and
-# Transformers on XLA:CPU).
-DEFAULTS: dict[str, Value] = {YNN: PER_PROGRAM}
+# XLA:CPU's own loops (fusions) vectorized 512 bits wide where the CPU has AVX-512, not XLA's 256; LLVM keeps to the
+# widest vectors a CPU without it has.
+VECTOR_WIDTH = "xla_cpu_prefer_vector_width"
+# Set on every compile unless xla_options names them (docs/performance.md, XLA:CPU's convolution library,
+# Transformers on XLA:CPU and XLA's loops 512 bits wide).
+DEFAULTS: dict[str, Value] = {YNN: PER_PROGRAM, VECTOR_WIDTH: 512}
 
 
 def parse(items: tuple[str, ...]) -> dict[str, Value]:
