@@ -85,8 +85,9 @@ def test_cpu_convolutions_run_on_eigen_by_default_not_ynnpack():
     assert "__ynn_fusion" in ynnpack
 
 
-def dense_spec(with_convolution: bool) -> CompileSpec:
-    """y = x·w, a transformer's projection (f32[64,512]·[512,512]), with or without a convolution before it."""
+def dense_spec(with_convolution: bool, dots: int = 1) -> CompileSpec:
+    """y = x·w, a transformer's projection (f32[64,512]·[512,512]), `dots` of them one after the other, with or
+    without a convolution before them."""
     g = tf.Graph()
     rng = np.random.default_rng(0)
     with g.as_default():
@@ -94,21 +95,26 @@ def dense_spec(with_convolution: bool) -> CompileSpec:
         if with_convolution:
             k = tf.constant(rng.standard_normal((3, 1, 1)).astype(np.float32))
             x = tf.reshape(tf.nn.conv1d(tf.reshape(x, [64, 512, 1]), k, 1, "SAME"), [64, 512])
-        tf.matmul(x, tf.constant(rng.standard_normal((512, 512)).astype(np.float32)), name="y")
+        for _ in range(dots):
+            x = tf.matmul(x, tf.constant(rng.standard_normal((512, 512)).astype(np.float32)))
+        tf.identity(x, name="y")
     return CompileSpec(g.as_graph_def().SerializeToString(), [("x:0", dtypes.parse("float32"), (64, 512))], ["y:0"])
 
 
-def test_dots_of_a_program_without_convolutions_run_on_ynnpack_by_default():
-    """`auto` (the default) gives a program's dots to YNNPACK when it has no convolution; one with a convolution, or
-    an xla_options that names the option, gets none."""
+def test_dots_of_a_program_of_more_dots_than_convolutions_run_on_ynnpack_by_default():
+    """`auto` (the default) gives a program's dots to YNNPACK when it has more dots than convolutions (a transformer,
+    ConvNeXt); one with as many convolutions as dots or more, or an xla_options that names the option, gets none."""
     def compiled(spec, *options):
         return CompilationService(settings(xla_options=options)).compile(spec).loaded.executable.compiled.as_text()
     assert "__ynn_fusion" in compiled(dense_spec(with_convolution=False))
     assert "__ynn_fusion" not in compiled(dense_spec(with_convolution=True))
+    assert "__ynn_fusion" in compiled(dense_spec(with_convolution=True, dots=2))
     assert "__ynn_fusion" not in compiled(dense_spec(with_convolution=False), "xla_cpu_experimental_ynn_fusion_type=")
     ynn = xla_options.YNN
     assert xla_options.for_program({ynn: "auto"}, "stablehlo.dot_general %0") == {ynn: xla_options.YNN_DOTS}
     assert xla_options.for_program({ynn: "auto"}, "stablehlo.convolution stablehlo.dot_general") == {ynn: ""}
+    assert xla_options.for_program({ynn: "auto"}, "stablehlo.convolution stablehlo.dot stablehlo.dot_general") == {
+        ynn: xla_options.YNN_DOTS}
     assert xla_options.for_program({ynn: "auto"}, "stablehlo.add") == {ynn: ""}
 
 

@@ -76,12 +76,13 @@ def identity(options: dict[str, Value]) -> str:
 
 def for_program(options: dict[str, Value], stablehlo: str) -> dict[str, Value]:
     """The options XLA gets for one program (StableHLO text). YNN's `auto` becomes YNNPACK for the dots of a program
-    with dots and no convolution (the transformers: 0.95-1.01x TF graph mode with it, 1.01-1.25x without), and
-    YNNPACK off for the rest, so that convolutions run on Eigen's kernels, faster on the CNNs, and the 1x1 ones
-    that XLA rewrites as dots stay there too."""
+    with more dots than convolutions: the transformers (0.95-1.01x TF graph mode with it, 1.01-1.25x without) and
+    ConvNeXt, whose pointwise layers are dots (6% faster). The rest, the CNNs of convolutions, get YNNPACK off, so
+    that their convolutions run on Eigen's kernels, faster there, and the 1x1 ones that XLA rewrites as dots stay
+    there too (docs/performance.md)."""
     if options.get(YNN) != PER_PROGRAM:
         return options
-    dots = "stablehlo.dot" in stablehlo and "stablehlo.convolution" not in stablehlo  # dot and dot_general
+    dots = stablehlo.count("stablehlo.dot") > stablehlo.count("stablehlo.convolution")  # dot and dot_general
     return {**options, YNN: YNN_DOTS if dots else ""}
 
 
