@@ -148,3 +148,26 @@ def test_xla_loops_are_vectorized_512_bits_wide_by_default(tmp_path):
         return set(re.findall(r'"prefer-vector-width"="(\d+)"', ir))
     assert widths() == {"512"}
     assert widths("-xla_cpu_prefer_vector_width") == {"256"}
+
+
+WITHOUT_AVX512 = """
+import glob, re, sys
+import jax, jax.numpy as jnp
+from xlacs_server.compile import xla_options
+f = jax.jit(lambda x, y: jnp.clip(x * y + 1.0, 0.0, 6.0))
+x = jnp.ones((64, 96), jnp.float32)
+width = xla_options.DEFAULTS[xla_options.VECTOR_WIDTH]
+f.lower(x, x).compile(compiler_options={"xla_dump_to": sys.argv[1], xla_options.VECTOR_WIDTH: width})
+ir = "".join(open(p).read() for p in glob.glob(sys.argv[1] + "/*.ir-with-opt.ll"))
+print(width, len(re.findall(r"<16 x float>", ir)), len(re.findall(r"<8 x float>", ir)))
+"""
+
+
+def test_a_cpu_without_avx512_gets_256_bit_vectors_from_the_default(tmp_path):
+    """The 512-bit default is a preference: on a CPU without AVX-512 (XLA told so by xla_cpu_max_isa=AVX2 when the
+    process starts) LLVM vectorizes the same fusion 8 floats wide, the widest that CPU has."""
+    result = subprocess.run([sys.executable, "-c", WITHOUT_AVX512, str(tmp_path)], capture_output=True, text=True,
+                            env={**os.environ, "XLA_FLAGS": "--xla_cpu_max_isa=AVX2"}, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    width, wide16, wide8 = map(int, result.stdout.split())
+    assert width == 512 and wide16 == 0 and wide8 > 0
