@@ -52,7 +52,8 @@ def _commit(root: pathlib.Path) -> str:
 
 def describe(root: pathlib.Path) -> dict:
     return {
-        "cpu": _cpu(pathlib.Path("/proc/cpuinfo").read_text()), "cores": os.cpu_count(), "memory_gib": round(_memory_gib(), 1),
+        "cpu": _cpu(pathlib.Path("/proc/cpuinfo").read_text()), "cores": os.cpu_count(),
+        "memory_gib": round(_memory_gib(), 1),
         "os": platform.platform(), "python": platform.python_version(), "host": platform.node(),
         "versions": {p: _version(p) for p in PACKAGES}, "commit": _commit(root),
     }

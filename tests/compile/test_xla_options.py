@@ -141,13 +141,12 @@ def test_xla_loops_are_vectorized_512_bits_wide_by_default(tmp_path):
     """XLA:CPU compiles each fusion for vectors of the width `xla_cpu_prefer_vector_width` asks for: 512 bits by
     default (docs/performance.md), XLA's own 256 when xla_options drops it; LLVM's attribute on the fusion's IR
     says which."""
-    def widths(*options):
-        dump = tmp_path / str(len(list(tmp_path.iterdir())))
+    def widths(dump, *options):
         CompilationService(settings(xla_options=(f"xla_dump_to={dump}", *options))).compile(spec())
         ir = "".join(p.read_text() for p in dump.glob("*.ir-with-opt.ll"))
         return set(re.findall(r'"prefer-vector-width"="(\d+)"', ir))
-    assert widths() == {"512"}
-    assert widths("-xla_cpu_prefer_vector_width") == {"256"}
+    assert widths(tmp_path / "default") == {"512"}
+    assert widths(tmp_path / "dropped", "-xla_cpu_prefer_vector_width") == {"256"}
 
 
 WITHOUT_AVX512 = """
