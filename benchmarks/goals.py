@@ -275,8 +275,13 @@ def _why_execute(results: dict, g: Goal, peer: str) -> str:
         text += (f": the program is faster, and the call's overhead (the tiny round trip's fixed {fixed:.1f} ms, "
                  "plus moving the input and the output) makes up the miss.")
     else:
-        text += (f": the program alone is {jax_ms - peer_ms:.1f} ms slower, so the gap is in the XLA:CPU "
-                 "program, not in the RPC path.")
+        program, service = jax_ms - peer_ms, x - jax_ms
+        text += f": the program alone is {program:.1f} ms slower"
+        if service <= 0:
+            text += ", so the gap is in the XLA:CPU program, not in the RPC path."
+        else:
+            where = "the XLA:CPU program" if program >= service else "the service's path (the RPC and its copies)"
+            text += f" and the service adds {service:.1f} ms, so most of the gap is in {where}."
     if embedded is not None:
         text += (f" Compiled with its weights embedded as constants (lift_threshold_bytes=0) the graph runs in "
                  f"{embedded:.1f} ms, so weight lifting accounts for {max(0.0, jax_ms - embedded):.1f} ms.")
@@ -288,8 +293,8 @@ def _why_execute(results: dict, g: Goal, peer: str) -> str:
     elif peer == TF_GRAPH and jax_ms > peer_ms:
         text += " TF graph mode runs oneDNN's hand-written CPU kernels."
     elif g.key == "runtimes" and jax_ms > peer_ms:  # the CNNs
-        text += (f" {peer} folds BatchNorm into the convolutions and fuses convolution, bias and activation when "
-                 "it loads the graph, which an XLA program whose weights are parameters cannot do.")
+        text += (f" {peer} runs oneDNN's convolutions with their bias and activation fused in, where XLA:CPU runs "
+                 "Eigen's contractions on blocks it packs first (docs/performance.md profiles the programs by fusion).")
     return text
 
 
@@ -420,7 +425,7 @@ def _why_digest(results: dict, g: Goal) -> str:
     d = results["compile_by_digest"]
     record = d["rounds"][-1][g.subject]
     record = record[-1] if isinstance(record, list) else record
-    text = (f"The daemon's stages of that compile (last round): "
+    text = ("The daemon's stages of that compile (last round): "
             + ", ".join(f"{s} {ms:.1f} ms" for s, ms in record["stage_ms"].items())
             + f"; {record['sent_bytes'] / 1e3:.1f} kB reached it.")
     if g.subject == "new_client":
