@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmarks.peers import IN_PROCESS, IN_PROCESS_EMBEDDED, RUNTIMES, TF2JAX, TF_GRAPH, TF_XLA, XLACS, XLACS_LOCAL
+from benchmarks.peers import (IN_PROCESS, IN_PROCESS_EMBEDDED, ONNX_RUNTIME, OPENVINO, RUNTIMES, TF2JAX, TF_GRAPH, TF_XLA,
+                              XLACS, XLACS_LOCAL)
 from benchmarks.load import GOAL_CLIENTS, GOAL_MODEL
 from benchmarks.models import MB
 from benchmarks.shared_memory import SHARED as SHM, WIRE as SHM_WIRE
@@ -265,6 +266,10 @@ def _profile(results: dict, label: str) -> dict | None:
     return next((p for p in results.get("profiles", []) if p["label"] == label), None)
 
 
+# What each CPU runtime runs a CNN's convolutions as (docs/performance.md, checked on a Conv-ReLU-Conv graph).
+CONVOLUTIONS = {OPENVINO: "oneDNN's brgemm convolutions", ONNX_RUNTIME: "MLAS's NCHWc convolutions"}
+
+
 def _why_execute(results: dict, g: Goal, peer: str) -> str:
     jax_ms, peer_ms = _p50(results, g.subject, IN_PROCESS), _p50(results, g.subject, peer)
     x, embedded = _p50(results, g.subject, XLACS), _p50(results, g.subject, IN_PROCESS_EMBEDDED)
@@ -293,7 +298,7 @@ def _why_execute(results: dict, g: Goal, peer: str) -> str:
     elif peer == TF_GRAPH and jax_ms > peer_ms:
         text += " TF graph mode runs oneDNN's hand-written CPU kernels."
     elif g.key == "runtimes" and jax_ms > peer_ms:  # the CNNs
-        text += (f" {peer} runs oneDNN's convolutions with their bias and activation fused in, where XLA:CPU runs "
+        text += (f" {peer} runs {CONVOLUTIONS[peer]} with their bias and activation fused in, where XLA:CPU runs "
                  "Eigen's contractions on blocks it packs first (docs/performance.md profiles the programs by fusion).")
     return text
 
