@@ -177,8 +177,8 @@ def test_tiny_round_trip_and_transfer_render_as_goals(client, peer_processes):
         results["transfer"] = transport.transfer(client, raw, [1], seconds=0.2)
         results["handler_floor"] = transport.handler_floor(raw, seconds=0.3)
     assert set(results["transfer"]) == {"input 1 MB", "output 1 MB", "in and out 1 MB"}
-    for peers in results["transfer"].values():
-        assert peers[transport.RAW]["gb_per_s"] > 0 and peers[execute_latency.XLACS]["gb_per_s"] > 0
+    for by_runner in results["transfer"].values():
+        assert by_runner[transport.RAW]["gb_per_s"] > 0 and by_runner[execute_latency.XLACS]["gb_per_s"] > 0
     by_key = {g.key: g for g in goals.evaluate(results)}
     assert by_key["tiny"].value == pytest.approx(results["tiny"][transport.TINY_XLACS]["p50_ms"] * 1e3)
     assert by_key["tf_graph"].passed is None and by_key["tf_graph"].verdict == "not measured"
@@ -216,6 +216,24 @@ def test_issue_15_goals_take_the_worst_model_the_faster_runtime_and_name_what_wa
         "not measured: InceptionV3")
     assert (by_key["inception_cold"].value, by_key["inception_cold"].passed) == (5.0, False)
     assert (by_key["cold"].subject, by_key["cold"].value, by_key["cold"].passed) == ("InceptionV3", 5100 / 6000, True)
+
+
+def test_issue_35_holds_all_five_cnns_to_the_best_runtime_beside_issue_15s_three_within_1_5x():
+    results = {"execute": {
+        "MobileNetV2": _execute_row({peers.XLACS: 5, peers.TF_GRAPH: 7, peers.OPENVINO: 2.5, peers.ONNX_RUNTIME: 2,
+                                     peers.IN_PROCESS: 3.4}),
+        "ResNet50": _execute_row({peers.XLACS: 24, peers.TF_GRAPH: 25, peers.OPENVINO: 17, peers.ONNX_RUNTIME: 19})}}
+    by_key = {g.key: g for g in goals.evaluate(results)}
+    cnns, three = by_key["cnn_runtimes"], by_key["runtimes"]
+    assert cnns.goal.startswith("Execute through xlacs is no slower than the best of OpenVINO and ONNX Runtime on "
+                                "MobileNetV2, ResNet50,")
+    assert (cnns.subject, cnns.value, cnns.passed, cnns.limit) == ("MobileNetV2", 2.5, False, 1)
+    assert cnns.measured.endswith("not measured: EfficientNetB0, DenseNet121, InceptionV3")
+    assert (three.subject, three.value, three.passed) == ("ResNet50", 24 / 17, True)
+    why = goals.WHY[cnns.key](results, cnns)
+    assert "1.70× ONNX Runtime's 2.0 ms" in why and "MLAS's NCHWc convolutions" in why
+    assert any(line.startswith("- **Execute through xlacs is no slower than the best") for line in
+               goals.analysis(results))
 
 
 def test_issue_35_goals_are_issue_15s_on_the_language_models_at_both_batches():
