@@ -44,10 +44,13 @@ class Daemon:
         with grpc.insecure_channel(self.address) as channel:
             while True:
                 assert self.process.poll() is None, f"the daemon exited with {self.process.returncode}:\n{self.output}"
+                ready = grpc.channel_ready_future(channel)
                 try:
-                    grpc.channel_ready_future(channel).result(timeout=1)
+                    ready.result(timeout=1)
                     return
                 except grpc.FutureTimeoutError:
+                    # A future left waiting keeps its connectivity poller, which raises once the channel closes.
+                    ready.cancel()
                     assert time.monotonic() < deadline, f"the daemon did not start:\n{self.output}"
 
     def wait_logged(self, text: str, timeout_s: float = 30) -> None:
