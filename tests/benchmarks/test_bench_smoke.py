@@ -176,6 +176,8 @@ def test_tiny_round_trip_and_transfer_render_as_goals(client, peer_processes):
     with RawGrpc() as raw:
         results["transfer"] = transport.transfer(client, raw, [1], seconds=0.2)
         results["handler_floor"] = transport.handler_floor(raw, seconds=0.3)
+        # The raw handler works the time it is asked to: 3 ms, far above the empty call's cost, at the fastest call.
+        assert min(timing.timed(lambda: raw.work(3000)) for _ in range(5)) >= 3.0
     assert set(results["transfer"]) == {"input 1 MB", "output 1 MB", "in and out 1 MB"}
     for by_runner in results["transfer"].values():
         assert by_runner[transport.RAW]["gb_per_s"] > 0 and by_runner[execute_latency.XLACS]["gb_per_s"] > 0
@@ -188,9 +190,10 @@ def test_tiny_round_trip_and_transfer_render_as_goals(client, peer_processes):
             and line[2].isdigit()] == \
         [f"| {us}" for us in transport.HANDLER_US]
     floor = results["handler_floor"]
-    # The handler's 300 µs of busy time shows in the call: at least 0.1 ms of it, since a loaded 2-core machine
-    # shrank the medians' difference to 0.22 ms in a CI run (the margin was 0.25 ms)
-    assert floor["300"]["p50_ms"] > floor["0"]["p50_ms"] + 0.1
+    # Each call waits for its handler's busy time: a bound no load can break. (Two medians' difference is not: a
+    # loaded 2-core CI machine once gave the empty call 2.58 ms and the 300 µs one 1.35 ms.)
+    assert set(floor) == {str(us) for us in transport.HANDLER_US} and all(s["n"] > 0 for s in floor.values())
+    assert all(floor[str(us)]["p50_ms"] >= us / 1e3 for us in transport.HANDLER_US)
     assert "Within 1.3× its handler worked at most" in goals.WHY["tiny_floor"](results, by_key["tiny_floor"])
     assert any(line.startswith("| input 1 MB |") for line in report._transfer_table(results["transfer"]))
 
